@@ -26,16 +26,15 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// MarshalText implements encoding.TextMarshaler.
+// MarshalText implements encoding.TextMarshaler; it writes the canonical form.
 func (d Duration) MarshalText() ([]byte, error) {
-	if d.text != "" {
-		return []byte(d.text), nil
-	}
 	return []byte(d.Duration.String()), nil
 }
 
-// String returns the duration as written.
+// String returns the duration as written in the file.
 func (d Duration) String() string {
-	b, _ := d.MarshalText()
-	return string(b)
+	if d.text != "" {
+		return d.text
+	}
+	return d.Duration.String()
 }

@@ -118,6 +118,8 @@ func decodeStrict(data []byte, cfg *Config) Problems {
 	return ps
 }
 
+var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
 var tomlTypeErr = regexp.MustCompile(`toml: cannot (decode|store) .*`)
 
 func cleanDecodeError(err error) string {
@@ -137,6 +139,9 @@ func keyPath(data []byte, key []string, row int) string {
 	}
 	var parts []string
 	for i, k := range key {
+		if !bareKey.MatchString(k) {
+			k = strconv.Quote(k)
+		}
 		prefix := strings.Join(key[:i+1], ".")
 		n := countArrayHeaders(lines[:row], prefix)
 		if n > 0 && i < len(key)-1 {

@@ -11,18 +11,26 @@ const Redacted = "<redacted>"
 
 // Secret holds a credential. Every way of printing it (fmt verbs, slog, JSON,
 // text marshalling) shows Redacted; only Reveal returns the value.
+//
+// The value sits behind a pointer so that even reflection-based printing of a
+// struct that contains a Secret (fmt's %!verb fallbacks) shows only an address.
 type Secret struct {
-	value string
+	value *string
 }
 
 // NewSecret wraps s.
-func NewSecret(s string) Secret { return Secret{value: s} }
+func NewSecret(s string) Secret { return Secret{value: &s} }
 
 // Reveal returns the secret value. Call it only where the value is used.
-func (s Secret) Reveal() string { return s.value }
+func (s Secret) Reveal() string {
+	if s.value == nil {
+		return ""
+	}
+	return *s.value
+}
 
 // IsZero reports whether the secret is empty.
-func (s Secret) IsZero() bool { return s.value == "" }
+func (s Secret) IsZero() bool { return s.Reveal() == "" }
 
 // String implements fmt.Stringer.
 func (s Secret) String() string { return Redacted }
@@ -50,6 +58,6 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(Redacted), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler so inline values decode from TOML.
 func (s *Secret) UnmarshalText(b []byte) error {
-	s.value = string(b)
+	*s = NewSecret(string(b))
 	return nil
 }

@@ -317,7 +317,7 @@ func IsLoopbackListen(addr string) bool {
 func checkTarget(ps *Problems, key, target string) {
 	u, err := url.Parse(target)
 	if err != nil || u.Scheme == "" || u.Host == "" {
-		ps.errorf(key, "%s is not an absolute http or https URL (e.g. \"http://127.0.0.1:11434\")", RedactURL(target))
+		ps.errorf(key, "is not an absolute http or https URL (e.g. \"http://127.0.0.1:11434\")")
 		return
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
@@ -434,7 +434,11 @@ func (c *Config) validateExposure(ps *Problems) {
 		if addr == "" || IsLoopbackListen(addr) {
 			return
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return // reported by checkListen
+		}
+		if _, err := netip.ParseAddr(host); err != nil && host != "" {
 			return // reported by checkListen
 		}
 		if len(c.Auth.Tokens) == 0 && !c.Auth.AllowUnauthenticatedRemote {
