@@ -1,0 +1,163 @@
+// Package api serves vacancyd's API listener: health and readiness probes,
+// Prometheus metrics and, in later versions, status and administration.
+//
+// Routes are data: every route names the scope a caller needs, so that an
+// authentication middleware can wrap each route with the check it requires.
+// Errors on this listener are JSON answers built with package httperr.
+package api
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vacancyd/vacancyd/internal/config"
+	"github.com/vacancyd/vacancyd/internal/httperr"
+)
+
+// Scopes a route may require. ScopeNone routes are never authenticated.
+const (
+	ScopeNone  = "none"
+	ScopeRead  = config.ScopeRead
+	ScopeAdmin = config.ScopeAdmin
+)
+
+// Route is one endpoint of the API listener.
+type Route struct {
+	// Method is the HTTP method; GET routes also answer HEAD.
+	Method string
+	// Path is a net/http ServeMux path, which may hold wildcards ("/admin/work/{id}/release").
+	Path string
+	// Scope is what a caller needs: ScopeNone, ScopeRead or ScopeAdmin.
+	Scope string
+	// Handler serves the route.
+	Handler http.Handler
+}
+
+// Pattern returns the ServeMux pattern of r ("GET /healthz").
+func (r Route) Pattern() string { return r.Method + " " + r.Path }
+
+// ReadyFunc reports whether the daemon is ready to serve.
+type ReadyFunc func() bool
+
+// Middleware wraps a route's handler, knowing the route (and so its scope).
+type Middleware func(r Route, next http.Handler) http.Handler
+
+// Options configure an API.
+type Options struct {
+	// Log receives handler errors; nil discards them.
+	Log *slog.Logger
+	// Ready answers /readyz; nil means always ready.
+	Ready ReadyFunc
+	// Registry is what /metrics exposes; nil means a new NewRegistry().
+	Registry *prometheus.Registry
+	// Wrap, when set, wraps every route's handler (authentication goes here).
+	// Requests that match no route (404, 405) are not wrapped.
+	Wrap Middleware
+}
+
+// API is the API listener's set of routes.
+type API struct {
+	log    *slog.Logger
+	ready  ReadyFunc
+	reg    *prometheus.Registry
+	wrap   Middleware
+	routes []Route
+}
+
+// New returns the API with its built-in routes.
+func New(opts Options) *API {
+	a := &API{log: opts.Log, ready: opts.Ready, reg: opts.Registry, wrap: opts.Wrap}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.ready == nil {
+		a.ready = func() bool { return true }
+	}
+	if a.reg == nil {
+		a.reg = NewRegistry()
+	}
+	a.routes = []Route{
+		{Method: http.MethodGet, Path: "/healthz", Scope: ScopeNone, Handler: http.HandlerFunc(healthz)},
+		{Method: http.MethodGet, Path: "/readyz", Scope: ScopeNone, Handler: http.HandlerFunc(a.readyz)},
+		{Method: http.MethodGet, Path: "/metrics", Scope: ScopeRead, Handler: metricsHandler(a.reg, a.log)},
+	}
+	return a
+}
+
+// Registry returns the registry /metrics exposes; other packages register
+// their collectors on it.
+func (a *API) Registry() *prometheus.Registry { return a.reg }
+
+// Routes returns a copy of the route table.
+func (a *API) Routes() []Route { return slices.Clone(a.routes) }
+
+// Handler returns the http.Handler serving every route. A known path asked
+// with another method gets 405 with Allow; an unknown path gets 404.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	allowed := map[string][]string{}
+	var paths []string
+	for _, r := range a.routes {
+		h := r.Handler
+		if a.wrap != nil {
+			h = a.wrap(r, h)
+		}
+		mux.Handle(r.Pattern(), h)
+		if _, seen := allowed[r.Path]; !seen {
+			paths = append(paths, r.Path)
+		}
+		allowed[r.Path] = append(allowed[r.Path], r.Method)
+		if r.Method == http.MethodGet {
+			allowed[r.Path] = append(allowed[r.Path], http.MethodHead)
+		}
+	}
+	// A pattern without a method is less specific than the route's own, so it
+	// only catches the methods the route does not serve.
+	for _, p := range paths {
+		mux.Handle(p, methodNotAllowed(allowed[p], a.log))
+	}
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httperr.Write(w, &httperr.Error{Status: http.StatusNotFound, Type: "not_found", Msg: "no such endpoint"}, a.log)
+	}))
+	return mux
+}
+
+func methodNotAllowed(methods []string, log *slog.Logger) http.Handler {
+	allow := strings.Join(methods, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httperr.Write(w, &httperr.Error{
+			Status: http.StatusMethodNotAllowed,
+			Type:   "method_not_allowed",
+			Msg:    fmt.Sprintf("method %s is not allowed here; use %s", r.Method, allow),
+			Header: http.Header{"Allow": {allow}},
+		}, log)
+	})
+}
+
+func writeText(w http.ResponseWriter, status int, body string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body+"\n")
+}
+
+// healthz answers 200 while the process serves at all.
+func healthz(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") }
+
+// readyz answers 200 when ready and 503 otherwise; it says nothing more, as it
+// is never authenticated.
+func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
+	if a.ready() {
+		writeText(w, http.StatusOK, "ready")
+		return
+	}
+	writeText(w, http.StatusServiceUnavailable, "not ready")
+}
