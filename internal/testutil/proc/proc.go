@@ -89,8 +89,8 @@ type Daemon struct {
 	// API is the API listener's base URL.
 	API string
 	// Dir holds the config file; relative secret paths resolve from it.
-	Dir string
-	Log *Log
+	Dir      string
+	Log      *Log
 	cmd      *exec.Cmd
 	out      chan error
 	stopOnce sync.Once
