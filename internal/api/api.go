@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vacancyd/vacancyd/internal/admin"
 	"github.com/vacancyd/vacancyd/internal/config"
 	"github.com/vacancyd/vacancyd/internal/httperr"
 )
@@ -35,6 +36,9 @@ type Route struct {
 	Path string
 	// Scope is what a caller needs: ScopeNone, ScopeRead or ScopeAdmin.
 	Scope string
+	// LoopbackAllowed marks the admin routes a trusted loopback client may
+	// use on Linux and Windows (pausing, and the admin reads).
+	LoopbackAllowed bool
 	// Handler serves the route.
 	Handler http.Handler
 }
@@ -57,12 +61,23 @@ type Options struct {
 	// Registry is what /metrics exposes; nil means a new NewRegistry().
 	Registry *prometheus.Registry
 	// Wrap, when set, wraps every route's handler (authentication goes here).
-	// Requests that match no route (404, 405) are not wrapped.
+	// A known path asked with another method is wrapped with the strictest
+	// requirement among that path's routes, so that no method (OPTIONS
+	// included) reaches even a 405 without passing authentication.
 	Wrap Middleware
+	// Admin performs admin actions; nil leaves the admin routes out.
+	Admin *admin.Service
+	// Status returns the /status document; nil leaves /status out.
+	Status func() any
+	// Diagnostics returns the /admin/diagnostics document.
+	Diagnostics func() any
+	// Settings returns the running configuration and its revision.
+	Settings func() (revision string, settings any)
 }
 
 // API is the API listener's set of routes.
 type API struct {
+	opts   Options
 	log    *slog.Logger
 	ready  ReadyFunc
 	reg    *prometheus.Registry
@@ -72,7 +87,7 @@ type API struct {
 
 // New returns the API with its built-in routes.
 func New(opts Options) *API {
-	a := &API{log: opts.Log, ready: opts.Ready, reg: opts.Registry, wrap: opts.Wrap}
+	a := &API{opts: opts, log: opts.Log, ready: opts.Ready, reg: opts.Registry, wrap: opts.Wrap}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -86,6 +101,12 @@ func New(opts Options) *API {
 		{Method: http.MethodGet, Path: "/healthz", Scope: ScopeNone, Handler: http.HandlerFunc(healthz)},
 		{Method: http.MethodGet, Path: "/readyz", Scope: ScopeNone, Handler: http.HandlerFunc(a.readyz)},
 		{Method: http.MethodGet, Path: "/metrics", Scope: ScopeRead, Handler: metricsHandler(a.reg, a.log)},
+	}
+	if opts.Status != nil {
+		a.routes = append(a.routes, Route{Method: http.MethodGet, Path: "/status", Scope: ScopeRead, Handler: jsonHandler(opts.Status)})
+	}
+	if opts.Admin != nil {
+		a.routes = append(a.routes, a.adminRoutes()...)
 	}
 	return a
 }
@@ -120,12 +141,34 @@ func (a *API) Handler() http.Handler {
 	// A pattern without a method is less specific than the route's own, so it
 	// only catches the methods the route does not serve.
 	for _, p := range paths {
-		mux.Handle(p, methodNotAllowed(allowed[p], a.log))
+		var h http.Handler = methodNotAllowed(allowed[p], a.log)
+		if a.wrap != nil {
+			h = a.wrap(a.strictest(p), h)
+		}
+		mux.Handle(p, h)
 	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, &httperr.Error{Status: http.StatusNotFound, Type: "not_found", Msg: "no such endpoint"}, a.log)
 	}))
 	return mux
+}
+
+// strictest returns a pseudo-route for path carrying the strictest
+// requirement of its routes: admin over read over none, and loopback allowed
+// only if every route on the path allows it.
+func (a *API) strictest(path string) Route {
+	rank := map[string]int{ScopeNone: 0, ScopeRead: 1, ScopeAdmin: 2}
+	out := Route{Method: "*", Path: path, Scope: ScopeNone, LoopbackAllowed: true}
+	for _, r := range a.routes {
+		if r.Path != path {
+			continue
+		}
+		if rank[r.Scope] > rank[out.Scope] {
+			out.Scope = r.Scope
+		}
+		out.LoopbackAllowed = out.LoopbackAllowed && r.LoopbackAllowed
+	}
+	return out
 }
 
 func methodNotAllowed(methods []string, log *slog.Logger) http.Handler {

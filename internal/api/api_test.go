@@ -185,7 +185,9 @@ func TestRegistryIsNotGlobal(t *testing.T) {
 	}
 }
 
-// Wrap sees every route with its scope; unmatched requests bypass it.
+// Wrap sees every route with its scope, and every path once more with its
+// strictest requirement for the methods it does not serve; unknown paths
+// bypass it.
 func TestWrapPerRoute(t *testing.T) {
 	wrapped := map[string]string{}
 	a := New(Options{Wrap: func(r Route, next http.Handler) http.Handler {
@@ -198,8 +200,20 @@ func TestWrapPerRoute(t *testing.T) {
 		})
 	}})
 	url := serve(t, a)
-	if len(wrapped) != len(a.Routes()) {
-		t.Fatalf("Wrap saw %d routes, want %d", len(wrapped), len(a.Routes()))
+	routes := 0
+	for p := range wrapped {
+		if !strings.HasPrefix(p, "* ") {
+			routes++
+		}
+	}
+	if routes != len(a.Routes()) {
+		t.Fatalf("Wrap saw %d routes, want %d", routes, len(a.Routes()))
+	}
+	if wrapped["* /metrics"] != ScopeRead {
+		t.Fatalf("the 405 catch-all of /metrics was wrapped with %q, want read", wrapped["* /metrics"])
+	}
+	if resp, _ := do(t, http.MethodOptions, url+"/metrics"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("OPTIONS /metrics = %d, want the wrapper's 401 (OPTIONS is never exempt)", resp.StatusCode)
 	}
 	if resp, _ := do(t, http.MethodGet, url+"/healthz"); resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz = %d, want 200", resp.StatusCode)

@@ -18,6 +18,7 @@ import (
 type env struct {
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	level          *slog.LevelVar
 	lookupEnv      func(string) (string, bool)
 }
 
@@ -106,12 +107,12 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, look
 		}
 		return ExitUsage
 	}
-	log, err := newLogger(stderr, g.logLevel, g.logFormat)
+	log, level, err := newLogger(stderr, g.logLevel, g.logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "vacancyd: %v\n", err)
 		return ExitUsage
 	}
-	return runCmd(ctx, &env{stdout: stdout, stderr: stderr, log: log, lookupEnv: lookup}, fs.Args())
+	return runCmd(ctx, &env{stdout: stdout, stderr: stderr, log: log, level: level, lookupEnv: lookup}, fs.Args())
 }
 
 func usage(w io.Writer) {

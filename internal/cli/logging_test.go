@@ -11,7 +11,7 @@ import (
 // JSON object per line.
 func TestNewLogger(t *testing.T) {
 	var buf bytes.Buffer
-	log, err := newLogger(&buf, "warn", "json")
+	log, _, err := newLogger(&buf, "warn", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestNewLogger(t *testing.T) {
 		t.Fatalf("want one JSON WARN line, got %q (%v)", out, err)
 	}
 	for _, bad := range [][2]string{{"verbose", "text"}, {"info", "xml"}, {"INFO+2", "text"}} {
-		if _, err := newLogger(&buf, bad[0], bad[1]); err == nil {
+		if _, _, err := newLogger(&buf, bad[0], bad[1]); err == nil {
 			t.Errorf("newLogger(%q, %q) accepted", bad[0], bad[1])
 		}
 	}

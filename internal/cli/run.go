@@ -44,7 +44,7 @@ func runDaemon(ctx context.Context, e *env, flagPath string) int {
 		}
 		return ExitConfigInvalid
 	}
-	if err := daemon.Run(ctx, cfg, e.log); err != nil {
+	if err := daemon.Run(ctx, cfg, e.log, e.level); err != nil {
 		e.log.Error("vacancyd stopped with an error", "err", err)
 		return ExitRuntime
 	}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 )
@@ -51,7 +50,7 @@ func (s Secret) Format(f fmt.State, verb rune) {
 func (s Secret) LogValue() slog.Value { return slog.StringValue(Redacted) }
 
 // MarshalJSON implements json.Marshaler.
-func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(Redacted) }
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + Redacted + `"`), nil }
 
 // MarshalText implements encoding.TextMarshaler (TOML and other encoders).
 func (s Secret) MarshalText() ([]byte, error) { return []byte(Redacted), nil }

@@ -10,8 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vacancyd/vacancyd/internal/admin"
 	"github.com/vacancyd/vacancyd/internal/api"
+	"github.com/vacancyd/vacancyd/internal/auth"
 	"github.com/vacancyd/vacancyd/internal/config"
+	"github.com/vacancyd/vacancyd/internal/lending"
 )
 
 // ShutdownTimeout bounds how long in-flight requests may finish after the
@@ -21,24 +24,50 @@ const ShutdownTimeout = 10 * time.Second
 // Run serves cfg until ctx ends, then shuts down gracefully. Every listener is
 // opened before any is served, so a listener that cannot open fails the start
 // with an error naming its config key ("server.listen: listen tcp ...").
+// level is the logger's level, which the admin debug window lowers; nil
+// gives the window a level of its own that affects nothing.
 // Run returns nil after a shutdown that ctx asked for.
-func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.LevelVar) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	started := time.Now()
 	var ready atomic.Bool
 	reg := api.NewRegistry()
+
+	authn, err := auth.New(cfg.Auth, auth.Options{Logger: log, Registerer: reg})
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	resources := map[string]bool{}
+	for _, r := range cfg.Resources {
+		resources[r.ID] = r.IsEnabled()
+	}
+	switches := lending.NewSwitches(cfg.Lending.Enabled, resources)
+	adm := admin.New(switches, level, log.With("component", "admin"))
+	defer adm.Close()
+
+	st := &statusSource{cfg: cfg, started: started, auth: authn, switches: switches, admin: adm}
 	a := api.New(api.Options{
-		Log:      log.With("component", "api"),
-		Ready:    ready.Load,
-		Registry: reg,
+		Log:         log.With("component", "api"),
+		Ready:       ready.Load,
+		Registry:    reg,
+		Wrap:        authMiddleware(authn),
+		Admin:       adm,
+		Status:      st.status,
+		Diagnostics: st.diagnostics,
+		Settings:    st.settings,
 	})
 
 	servers, err := listenAll(cfg.Server.Limits, []endpoint{
-		{key: "server.listen", addr: cfg.Server.Listen, handler: a.Handler(), log: log.With("component", "api")},
+		{key: "server.listen", name: "api", addr: cfg.Server.Listen, handler: a.Handler(), log: log.With("component", "api")},
 	})
 	if err != nil {
 		return err
+	}
+	for _, s := range servers {
+		authn.WarnIfExposed(s.name, s.ln.Addr())
+		st.listeners = append(st.listeners, listenerStatus{Name: s.name, Key: s.key, Addr: s.addr})
 	}
 
 	errc := make(chan error, len(servers))

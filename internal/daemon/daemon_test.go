@@ -73,7 +73,7 @@ func TestRunServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runErr := make(chan error, 1)
-	go func() { runErr <- Run(ctx, &cfg, testLog(t)) }()
+	go func() { runErr <- Run(ctx, &cfg, testLog(t), nil) }()
 	waitHealthy(t, cfg.Server.Listen, runErr)
 
 	resp, err := client.Get("http://" + cfg.Server.Listen + "/readyz")
@@ -110,7 +110,7 @@ func TestRunListenErrorNamesKey(t *testing.T) {
 	defer held.Close()
 	cfg := config.Defaults()
 	cfg.Server.Listen = held.Addr().String()
-	err = Run(context.Background(), &cfg, nil)
+	err = Run(context.Background(), &cfg, nil, nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "server.listen: listen tcp "+cfg.Server.Listen) {
 		t.Fatalf("Run = %v, want server.listen: listen tcp %s: ...", err, cfg.Server.Listen)
 	}

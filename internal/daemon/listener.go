@@ -15,6 +15,7 @@ import (
 // server is one listener and the http.Server that serves it, with the
 // [server.limits] that apply to every listener.
 type server struct {
+	name string // "api" or a gate's upstream id
 	key  string // the config key that named the address, for errors
 	addr string // the bound address
 	ln   net.Listener
@@ -25,6 +26,7 @@ type server struct {
 // endpoint is a listener to open: the config key naming its address, the
 // address, and what serves it.
 type endpoint struct {
+	name    string
 	key     string
 	addr    string
 	handler http.Handler
@@ -37,6 +39,9 @@ func listenAll(lim config.Limits, eps []endpoint) ([]*server, error) {
 	var out []*server
 	for _, ep := range eps {
 		s, err := listen(ep.key, ep.addr, ep.handler, lim, ep.log)
+		if s != nil {
+			s.name = ep.name
+		}
 		if err != nil {
 			for _, o := range out {
 				_ = o.ln.Close()

@@ -1,0 +1,131 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/vacancyd/vacancyd/internal/admin"
+	"github.com/vacancyd/vacancyd/internal/auth"
+	"github.com/vacancyd/vacancyd/internal/httperr"
+)
+
+// maxAdminBody caps an admin request body.
+const maxAdminBody = 1 << 20
+
+// adminRoutes are SPEC section 6's admin routes. Every one needs the intent
+// header (the auth middleware enforces it for /admin/ paths).
+func (a *API) adminRoutes() []Route {
+	svc := a.opts.Admin
+	admRoute := func(method, path string, loopback bool, h http.HandlerFunc) Route {
+		return Route{Method: method, Path: path, Scope: ScopeAdmin, LoopbackAllowed: loopback, Handler: h}
+	}
+	return []Route{
+		admRoute(http.MethodPost, "/admin/lending/disable", true, func(w http.ResponseWriter, r *http.Request) {
+			a.answer(w, svc.Pause(caller(r)), nil)
+		}),
+		admRoute(http.MethodPost, "/admin/lending/enable", false, func(w http.ResponseWriter, r *http.Request) {
+			ans, err := svc.Resume(caller(r))
+			a.answer(w, ans, err)
+		}),
+		admRoute(http.MethodPost, "/admin/resources/{id}/enable", false, func(w http.ResponseWriter, r *http.Request) {
+			ans, err := svc.SetResource(caller(r), r.PathValue("id"), true)
+			a.answer(w, ans, err)
+		}),
+		admRoute(http.MethodPost, "/admin/resources/{id}/disable", false, func(w http.ResponseWriter, r *http.Request) {
+			ans, err := svc.SetResource(caller(r), r.PathValue("id"), false)
+			a.answer(w, ans, err)
+		}),
+		admRoute(http.MethodPost, "/admin/debug/enable", false, func(w http.ResponseWriter, r *http.Request) {
+			var body struct {
+				Minutes *int `json:"minutes"`
+			}
+			if err := decodeBody(r, &body); err != nil || body.Minutes == nil {
+				a.fail(w, &httperr.Error{Status: http.StatusBadRequest, Type: admin.ErrInvalidRequest, Msg: `send {"minutes": 1..240}`, Err: err})
+				return
+			}
+			ans, err := svc.StartDebug(caller(r), *body.Minutes)
+			a.answer(w, ans, err)
+		}),
+		admRoute(http.MethodPost, "/admin/debug/disable", false, func(w http.ResponseWriter, r *http.Request) {
+			ans, err := svc.EndDebug(caller(r))
+			a.answer(w, ans, err)
+		}),
+		admRoute(http.MethodGet, "/admin/settings", true, func(w http.ResponseWriter, r *http.Request) {
+			rev, settings := a.opts.Settings()
+			writeJSON(w, http.StatusOK, map[string]any{"revision": rev, "settings": settings})
+		}),
+		admRoute(http.MethodGet, "/admin/diagnostics", true, jsonHandler(a.opts.Diagnostics).ServeHTTP),
+		// Saving settings and releasing held work arrive with the settings
+		// contract and the work registry; until then they say so plainly.
+		admRoute(http.MethodPost, "/admin/settings", false, notImplemented("saving settings over HTTP is not available in this version; edit the file and restart")),
+		admRoute(http.MethodPost, "/admin/work/{id}/release", false, notImplemented("held work is not tracked in this version")),
+	}
+}
+
+// caller turns the authenticated principal into an admin caller. A TCP
+// caller names no account; it is an administrator when its principal holds
+// the admin scope (an admin token, or loopback on macOS).
+func caller(r *http.Request) admin.Caller {
+	p, _ := auth.PrincipalFrom(r.Context())
+	return admin.Caller{Administrator: p.Has(auth.Admin), Via: "http"}
+}
+
+func (a *API) answer(w http.ResponseWriter, ans admin.Answer, err error) {
+	if err == nil {
+		writeJSON(w, http.StatusOK, ans)
+		return
+	}
+	status := http.StatusInternalServerError
+	typ := "internal"
+	if e, ok := admin.AsError(err); ok {
+		typ = e.Kind
+		switch e.Kind {
+		case admin.ErrAdministratorRequired:
+			status = http.StatusForbidden
+		case admin.ErrInvalidRequest:
+			status = http.StatusBadRequest
+		case admin.ErrNotFound:
+			status = http.StatusNotFound
+		}
+		a.fail(w, &httperr.Error{Status: status, Type: typ, Msg: e.Msg})
+		return
+	}
+	a.fail(w, &httperr.Error{Status: status, Type: typ, Msg: "the action failed", Err: err})
+}
+
+func (a *API) fail(w http.ResponseWriter, e *httperr.Error) { httperr.Write(w, e, a.log) }
+
+func notImplemented(msg string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		httperr.Write(w, &httperr.Error{Status: http.StatusNotImplemented, Type: "not_implemented", Msg: msg}, nil)
+	}
+}
+
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func jsonHandler(f func() any) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, f()) })
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

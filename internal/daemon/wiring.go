@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vacancyd/vacancyd/internal/admin"
+	"github.com/vacancyd/vacancyd/internal/api"
+	"github.com/vacancyd/vacancyd/internal/auth"
+	"github.com/vacancyd/vacancyd/internal/config"
+	"github.com/vacancyd/vacancyd/internal/lending"
+	"github.com/vacancyd/vacancyd/internal/version"
+)
+
+// authMiddleware puts the authenticator in front of every API route that
+// needs a scope. Every /admin/ route is an admin route: intent header, no
+// Origin, and loopback only where the route allows it.
+func authMiddleware(a *auth.Authenticator) api.Middleware {
+	return func(r api.Route, next http.Handler) http.Handler {
+		var scope auth.Scope
+		switch r.Scope {
+		case api.ScopeNone:
+			return next
+		case api.ScopeRead:
+			scope = auth.Read
+		default:
+			scope = auth.Admin
+		}
+		return a.Require(auth.Requirement{
+			Scope:           scope,
+			Admin:           strings.HasPrefix(r.Path, "/admin/"),
+			LoopbackAllowed: r.LoopbackAllowed,
+		}, next)
+	}
+}
+
+type listenerStatus struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	Addr string `json:"addr"`
+	// Target is the upstream a gate forwards to, credentials and query hidden.
+	Target string `json:"target,omitempty"`
+}
+
+// statusSource builds the documents of /status, /admin/diagnostics and
+// GET /admin/settings from the running daemon.
+type statusSource struct {
+	cfg       *config.Config
+	started   time.Time
+	auth      *auth.Authenticator
+	switches  *lending.Switches
+	admin     *admin.Service
+	listeners []listenerStatus
+}
+
+type statusDoc struct {
+	Version   string              `json:"version"`
+	StartedAt time.Time           `json:"started_at"`
+	UptimeS   float64             `json:"uptime_seconds"`
+	Lending   lending.SwitchState `json:"lending"`
+	Listeners []listenerStatus    `json:"listeners"`
+	Upstreams []upstreamStatus    `json:"upstreams"`
+	Auth      auth.Posture        `json:"auth"`
+}
+
+type upstreamStatus struct {
+	ID       string `json:"id"`
+	Kind     string `json:"kind"`
+	Listen   string `json:"listen"`
+	Target   string `json:"target"`
+	Resource string `json:"resource"`
+}
+
+func (s *statusSource) status() any {
+	doc := statusDoc{
+		Version:   version.Version,
+		StartedAt: s.started.UTC(),
+		UptimeS:   time.Since(s.started).Seconds(),
+		Lending:   s.switches.State(),
+		Listeners: s.listeners,
+		Auth:      s.auth.Posture(),
+	}
+	for _, u := range s.cfg.Upstreams {
+		doc.Upstreams = append(doc.Upstreams, upstreamStatus{ID: u.ID, Kind: u.Kind, Listen: u.Listen, Target: config.RedactURL(u.Target), Resource: u.Resource})
+	}
+	return doc
+}
+
+func (s *statusSource) diagnostics() any {
+	var debugUntil *time.Time
+	if t := s.admin.DebugUntil(); !t.IsZero() {
+		debugUntil = &t
+	}
+	return map[string]any{
+		"version":     version.Version,
+		"revision":    version.Revision,
+		"go_version":  version.GoVersion,
+		"config_path": s.cfg.Path,
+		"started_at":  s.started.UTC(),
+		"debug_until": debugUntil,
+		"listeners":   s.listeners,
+	}
+}
+
+// settings returns the running configuration (secrets redacted by their
+// type) and its revision: a digest of the file as it is on disk now, or of
+// the embedded default.
+func (s *statusSource) settings() (string, any) {
+	data := config.EmbeddedDefault()
+	if s.cfg.Path != "" {
+		if b, err := os.ReadFile(s.cfg.Path); err == nil {
+			data = b
+		}
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8]), s.cfg
+}
