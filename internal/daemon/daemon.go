@@ -59,9 +59,18 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 		Settings:    st.settings,
 	})
 
-	servers, err := listenAll(cfg.Server.Limits, []endpoint{
+	eps := []endpoint{
 		{key: "server.listen", name: "api", addr: cfg.Server.Listen, handler: a.Handler(), log: log.With("component", "api")},
-	})
+	}
+	gates, err := buildGates(cfg, authn, switches, reg, log)
+	if err != nil {
+		return err
+	}
+	for i, g := range gates {
+		u := cfg.Upstreams[i]
+		eps = append(eps, endpoint{key: fmt.Sprintf("upstream[%d].listen", i), name: u.ID, addr: u.Listen, handler: g, log: log.With("component", "gate", "upstream", u.ID)})
+	}
+	servers, err := listenAll(cfg.Server.Limits, eps)
 	if err != nil {
 		return err
 	}

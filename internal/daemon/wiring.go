@@ -3,15 +3,22 @@ package daemon
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vacancyd/vacancyd/internal/adapter"
+	_ "github.com/vacancyd/vacancyd/internal/adapter/all" // every upstream kind
 	"github.com/vacancyd/vacancyd/internal/admin"
 	"github.com/vacancyd/vacancyd/internal/api"
 	"github.com/vacancyd/vacancyd/internal/auth"
 	"github.com/vacancyd/vacancyd/internal/config"
+	"github.com/vacancyd/vacancyd/internal/gate"
 	"github.com/vacancyd/vacancyd/internal/lending"
 	"github.com/vacancyd/vacancyd/internal/version"
 )
@@ -118,4 +125,39 @@ func (s *statusSource) settings() (string, any) {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8]), s.cfg
+}
+
+// buildGates makes one gate per upstream, in config order, sharing the body
+// budget, the metrics and the authenticator.
+func buildGates(cfg *config.Config, authn *auth.Authenticator, admit lending.Admitter, reg prometheus.Registerer, log *slog.Logger) ([]*gate.Gate, error) {
+	budget := gate.NewBudget(cfg.Server.Limits.BodyBudgetBytes)
+	metrics, err := gate.NewMetrics(reg, budget)
+	if err != nil {
+		return nil, fmt.Errorf("gate metrics: %w", err)
+	}
+	tr := gate.NewTransport()
+	var gates []*gate.Gate
+	for i, u := range cfg.Upstreams {
+		ad, err := adapter.For(u.Kind, adapter.Options{MaxKeepAlive: u.MaxKeepAlive.Duration})
+		if err != nil {
+			return nil, fmt.Errorf("upstream[%d].kind: %w", i, err)
+		}
+		g, err := gate.New(gate.Options{
+			Upstream:   u,
+			Limits:     cfg.Server.Limits,
+			Auth:       authn,
+			Adapter:    ad,
+			Admitter:   admit,
+			Budget:     budget,
+			Metrics:    metrics,
+			RetryAfter: cfg.Lending.RetryAfter.Duration,
+			Transport:  tr,
+			Log:        log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		gates = append(gates, g)
+	}
+	return gates, nil
 }

@@ -1,0 +1,327 @@
+// Package gate is the listener in front of one upstream. A borrower request
+// walks: declared-size check -> authentication (scope borrow) -> body read
+// under the limits -> the adapter's route table -> lending admission ->
+// httputil.ReverseProxy. The body is read only after authentication, so an
+// anonymous client can hold none of the global body budget. Nothing refused
+// reaches the upstream.
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vacancyd/vacancyd/internal/adapter"
+	"github.com/vacancyd/vacancyd/internal/auth"
+	"github.com/vacancyd/vacancyd/internal/config"
+	"github.com/vacancyd/vacancyd/internal/lending"
+)
+
+// Options build a Gate.
+type Options struct {
+	Upstream config.Upstream
+	Limits   config.Limits
+	Auth     *auth.Authenticator
+	Adapter  adapter.Adapter
+	Admitter lending.Admitter
+	Budget   *Budget
+	Metrics  *Metrics
+	// RetryAfter is the Retry-After hint on 503 while not lending.
+	RetryAfter time.Duration
+	// Transport reaches the upstream; nil means a new http.Transport.
+	Transport http.RoundTripper
+	Log       *slog.Logger
+}
+
+// Gate serves one upstream's listener.
+type Gate struct {
+	id         string
+	up         config.Upstream
+	target     *url.URL
+	limits     config.Limits
+	auth       *auth.Authenticator
+	adapter    adapter.Adapter
+	admit      lending.Admitter
+	budget     *Budget
+	metrics    *Metrics
+	retryAfter string
+	credential string // the Authorization value vacancyd presents upstream
+	proxy      *httputil.ReverseProxy
+	owners     *owners // ComfyUI gates only
+	log        *slog.Logger
+}
+
+// New builds a gate. The upstream must have passed config validation.
+func New(o Options) (*Gate, error) {
+	target, err := url.Parse(o.Upstream.Target)
+	if err != nil {
+		return nil, fmt.Errorf("gate %s: target: %w", o.Upstream.ID, err)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gate{
+		id:         o.Upstream.ID,
+		up:         o.Upstream,
+		target:     target,
+		limits:     o.Limits,
+		auth:       o.Auth,
+		adapter:    o.Adapter,
+		admit:      o.Admitter,
+		budget:     o.Budget,
+		metrics:    o.Metrics,
+		retryAfter: strconv.Itoa(max(1, int(o.RetryAfter.Round(time.Second)/time.Second))),
+		log:        o.Log.With("component", "gate", "upstream", o.Upstream.ID),
+	}
+	if c := o.Upstream.Credential; c != nil {
+		switch c.Scheme {
+		case "bearer":
+			g.credential = "Bearer " + c.Secret.Reveal()
+		case "basic":
+			g.credential = "Basic " + base64.StdEncoding.EncodeToString([]byte(c.Username+":"+c.Secret.Reveal()))
+		}
+	}
+	tr := o.Transport
+	if tr == nil {
+		tr = NewTransport()
+	}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		Transport:      tr,
+		FlushInterval:  -1, // stream every write at once: NDJSON, SSE, chunked audio
+		ErrorHandler:   g.proxyError,
+		ModifyResponse: g.modifyResponse,
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+	if o.Adapter.Kind() == config.KindComfyUI {
+		g.owners = newOwners()
+	}
+	g.metrics.init(g.id)
+	return g, nil
+}
+
+// NewTransport returns the transport gates use to reach upstreams: no
+// compression negotiation of its own (bodies pass through as the upstream
+// sends them) and a generous idle pool for the local hop.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DisableCompression = true
+	t.MaxIdleConnsPerHost = 64
+	t.Proxy = nil // the upstream is local; never route it through an HTTP proxy
+	return t
+}
+
+// ctxKey carries per-request gate state to the proxy hooks.
+type ctxKey struct{}
+
+type reqState struct {
+	class    adapter.Class
+	outcome  string
+	record   int    // what ownership records from the response
+	borrower string // the borrower, for ownership
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	// A declared body larger than the cap is refused before anything else.
+	if r.ContentLength > g.limits.MaxBodyBytes {
+		g.refuse(w, r, refuseTooLarge(g.limits.MaxBodyBytes))
+		return
+	}
+	principal, aerr := g.auth.Authorize(r, auth.Requirement{Scope: auth.Borrow})
+	if aerr != nil {
+		g.refuse(w, r, &refusal{status: aerr.Status, outcome: OutcomeAuth, errType: aerr.Type, msg: aerr.Msg, scope: aerr.Scope, header: aerr.Header})
+		return
+	}
+	r = r.WithContext(auth.WithPrincipal(r.Context(), principal))
+
+	body, ref := readBody(w, r, g.limits.MaxBodyBytes, g.limits.BodyTimeout.Duration, g.budget)
+	if ref != nil {
+		g.refuse(w, r, ref)
+		return
+	}
+	defer body.release()
+
+	d := g.adapter.Classify(adapter.NewRequest(r, body.data))
+	switch {
+	case d.Malformed:
+		g.refuse(w, r, &refusal{status: http.StatusBadRequest, outcome: OutcomeRequest, errType: "refused_request", msg: "the request could not be understood: " + d.Reason})
+		return
+	case d.Class == adapter.ClassManagement && !g.up.AllowsManagement():
+		g.refuse(w, r, &refusal{status: http.StatusForbidden, outcome: OutcomeManagement, errType: "management_denied",
+			msg: "this gate lends the GPU for inference; managing the upstream is not allowed (management = \"deny\")"})
+		return
+	case d.Class == adapter.ClassUnknown || !d.Class.Valid():
+		g.refuse(w, r, &refusal{status: http.StatusNotFound, outcome: OutcomeRoute, errType: "refused_route", msg: "this gate does not forward " + r.Method + " " + r.URL.Path})
+		return
+	case d.Class == adapter.ClassInference:
+		if ok, why := g.admit.Admit(g.up.Resource); !ok {
+			g.refuse(w, r, &refusal{status: http.StatusServiceUnavailable, outcome: OutcomeNotLending, errType: string(why),
+				msg: notLendingMessage(why), retryAfter: -1})
+			return
+		}
+	}
+
+	out := body.data
+	if d.RewrittenBody != nil {
+		out = d.RewrittenBody
+	}
+	st := &reqState{class: d.Class, outcome: OutcomeAdmitted}
+	if g.owners != nil {
+		var ref *refusal
+		if out, ref = g.owners.prepare(r, d, borrowerKey(principal), out, st); ref != nil {
+			g.refuse(w, r, ref)
+			return
+		}
+	}
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, st))
+	if len(out) > 0 || r.ContentLength > 0 {
+		r.Body = readCloser{bytes.NewReader(out)}
+		r.ContentLength = int64(len(out))
+		r.Header.Del("Transfer-Encoding")
+		r.TransferEncoding = nil
+	}
+	gauge := g.metrics.inFlight.WithLabelValues(g.id)
+	gauge.Inc()
+	g.proxy.ServeHTTP(newIdleWriter(w, g.limits.ResponseIdleTimeout.Duration), r)
+	gauge.Dec()
+	if r.Context().Err() != nil && st.outcome == OutcomeAdmitted {
+		st.outcome = OutcomeClientGone
+	}
+	g.metrics.requests.WithLabelValues(g.id, st.outcome).Inc()
+	g.metrics.duration.WithLabelValues(g.id, d.Class.String()).Observe(time.Since(start).Seconds())
+	g.log.Debug("forwarded", "method", r.Method, "path", r.URL.Path, "class", d.Class, "borrower", principal.String(), "outcome", st.outcome)
+}
+
+type readCloser struct{ *bytes.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// rewrite prepares the outbound request: Rewrite has already dropped the
+// client's hop-by-hop and X-Forwarded-* headers.
+func (g *Gate) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(g.target)
+	pr.Out.Host = g.target.Host
+	if !g.up.ForwardAuthorization {
+		auth.StripCredentials(pr.Out.Header)
+	}
+	if g.credential != "" {
+		pr.Out.Header.Set("Authorization", g.credential)
+	}
+	// Browsers' markers mean nothing upstream; Ollama checks Origin itself
+	// and would refuse a request that vacancyd already judged.
+	pr.Out.Header.Del("Origin")
+	pr.Out.Header.Del("Referer")
+	pr.Out.Header.Del("Cookie")
+}
+
+func (g *Gate) modifyResponse(resp *http.Response) error {
+	// No upstream CORS header ever reaches a borrower through the gate.
+	for k := range resp.Header {
+		if strings.HasPrefix(k, "Access-Control-") {
+			delete(resp.Header, k)
+		}
+	}
+	resp.Header.Del("Set-Cookie")
+	if st, ok := resp.Request.Context().Value(ctxKey{}).(*reqState); ok && g.owners != nil {
+		return g.owners.observe(resp, st)
+	}
+	return nil
+}
+
+func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	st, _ := r.Context().Value(ctxKey{}).(*reqState)
+	if r.Context().Err() != nil {
+		if st != nil {
+			st.outcome = OutcomeClientGone
+		}
+		return
+	}
+	if st != nil {
+		st.outcome = OutcomeUpstreamError
+	}
+	g.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "target", config.RedactURL(g.up.Target), "err", err)
+	g.write(w, http.StatusBadGateway, "upstream_unavailable", "the upstream server did not answer")
+}
+
+func notLendingMessage(why lending.Reason) string {
+	return notLendingText(why) + " (" + string(why) + ")"
+}
+
+func notLendingText(why lending.Reason) string {
+	switch why {
+	case lending.ReasonOwnerPresent:
+		return "the GPU's owner is using the machine; it is not being lent now"
+	case lending.ReasonGPUPressure:
+		return "the GPU's owner is using the GPU; it is not being lent now"
+	case lending.ReasonLendingPaused:
+		return "the owner has paused lending"
+	case lending.ReasonResourceDisabled:
+		return "this GPU is switched off for lending"
+	case lending.ReasonOutsideWindow:
+		return "lending is outside its allowed hours"
+	case lending.ReasonPresenceUnknown:
+		return "the owner's presence is not known yet; lending is held"
+	case lending.ReasonReclaiming:
+		return "the owner is taking the GPU back"
+	}
+	return "the GPU is not being lent now"
+}
+
+// refusal is an answer the gate gives without reaching the upstream.
+type refusal struct {
+	status     int
+	outcome    string
+	errType    string
+	msg        string
+	scope      string
+	header     http.Header
+	retryAfter time.Duration // -1 means the gate's configured hint
+	closeConn  bool
+}
+
+func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, ref *refusal) {
+	h := w.Header()
+	for k, vs := range ref.header {
+		h[k] = vs
+	}
+	switch {
+	case ref.retryAfter < 0:
+		h.Set("Retry-After", g.retryAfter)
+	case ref.retryAfter > 0:
+		h.Set("Retry-After", strconv.Itoa(int(ref.retryAfter/time.Second)))
+	}
+	if ref.closeConn {
+		// The unread rest of a refused body must not be parsed as a request.
+		h.Set("Connection", "close")
+	}
+	msg := ref.msg
+	if ref.scope != "" {
+		msg += " (requires scope " + ref.scope + ")"
+	}
+	g.write(w, ref.status, ref.errType, msg)
+	g.metrics.requests.WithLabelValues(g.id, ref.outcome).Inc()
+	g.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "outcome", ref.outcome, "type", ref.errType)
+}
+
+// write answers in the upstream's own error shape, so that the borrower's
+// client library reads it as a normal API error.
+func (g *Gate) write(w http.ResponseWriter, status int, errType, msg string) {
+	ct, body := g.adapter.ErrorBody(status, errType, msg)
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
