@@ -216,6 +216,9 @@ func (d *decision) judge() (Principal, *httperr.Error) {
 	if !loopback && !d.s.sourceAllowed(d.peer.Addr()) {
 		return d.refuse(OutcomeSourceNotAllowed, "", "the caller's address is not in auth.allowed_sources")
 	}
+	// The credential is examined before the admin checks so that their
+	// refusals log its fingerprint too.
+	d.examineCredential()
 	if d.req.Admin {
 		if hasHeader(d.r.Header, "Origin") {
 			return d.refuse(OutcomeBrowserOrigin, "", "admin requests from a web page (with an Origin header) are refused")
@@ -225,7 +228,6 @@ func (d *decision) judge() (Principal, *httperr.Error) {
 		}
 	}
 
-	d.examineCredential()
 	if d.cred.token >= 0 && d.s.tokens[d.cred.token].scopes.has(d.req.Scope) {
 		return d.allow(ViaToken)
 	}

@@ -195,7 +195,7 @@ func TestLANCallersAreJudgedByToken(t *testing.T) {
 		{name: "healthz ignores an unknown token", method: "GET", path: "/healthz", headers: []string{bearer(wrong)}, status: 200},
 		{name: "anonymous admin", method: "POST", path: "/admin/lending/disable", headers: []string{intent}, status: 401, wwwAuth: wwwMissing, errType: "missing", scope: "admin", count: "admin/missing", fp: "none"},
 		{name: "read token on admin", method: "POST", path: "/admin/lending/disable", headers: []string{intent, bearer(tok.read)}, status: 403, errType: "forbidden", scope: "admin", count: "admin/forbidden", fp: fingerprint(tok.read)},
-		{name: "admin token without intent", method: "POST", path: "/admin/lending/disable", headers: []string{bearer(tok.operator)}, status: 403, errType: "missing_intent", scope: "admin", count: "admin/missing_intent"},
+		{name: "admin token without intent", method: "POST", path: "/admin/lending/disable", headers: []string{bearer(tok.operator)}, status: 403, errType: "missing_intent", scope: "admin", count: "admin/missing_intent", fp: fingerprint(tok.operator)},
 		{name: "admin token pauses", method: "POST", path: "/admin/lending/disable", headers: []string{intent, bearer(tok.operator)}, status: 200, count: "admin/allowed", check: wantAdminAnswer(false)},
 		{name: "paused, as read by the LAN", method: "GET", path: "/status", headers: []string{bearer(tok.read)}, status: 200, count: "read/allowed", check: wantLending(false)},
 		{name: "admin token by X-Api-Key resumes", method: "POST", path: "/admin/lending/enable", headers: []string{intent, apiKey(tok.operator)}, status: 200, count: "admin/allowed", check: wantAdminAnswer(true)},
