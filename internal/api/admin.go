@@ -41,7 +41,7 @@ func (a *API) adminRoutes() []Route {
 			var body struct {
 				Minutes *int `json:"minutes"`
 			}
-			if err := decodeBody(r, &body); err != nil || body.Minutes == nil {
+			if err := decodeBody(r.Body, &body); err != nil || body.Minutes == nil {
 				a.fail(w, &httperr.Error{Status: http.StatusBadRequest, Type: admin.ErrInvalidRequest, Msg: `send {"minutes": 1..240}`, Err: err})
 				return
 			}
@@ -52,14 +52,11 @@ func (a *API) adminRoutes() []Route {
 			ans, err := svc.EndDebug(caller(r))
 			a.answer(w, ans, err)
 		}),
-		admRoute(http.MethodGet, "/admin/settings", true, func(w http.ResponseWriter, r *http.Request) {
-			rev, settings := a.opts.Settings()
-			writeJSON(w, http.StatusOK, map[string]any{"revision": rev, "settings": settings})
-		}),
+		admRoute(http.MethodGet, "/admin/settings", true, a.getSettings),
+		admRoute(http.MethodPost, "/admin/settings", false, a.saveSettings),
 		admRoute(http.MethodGet, "/admin/diagnostics", true, jsonHandler(a.opts.Diagnostics).ServeHTTP),
-		// Saving settings and releasing held work arrive with the settings
-		// contract and the work registry; until then they say so plainly.
-		admRoute(http.MethodPost, "/admin/settings", false, notImplemented("saving settings over HTTP is not available in this version; edit the file and restart")),
+		// Releasing held work arrives with the work registry; until then
+		// the route says so plainly.
 		admRoute(http.MethodPost, "/admin/work/{id}/release", false, notImplemented("held work is not tracked in this version")),
 	}
 }
@@ -103,8 +100,8 @@ func notImplemented(msg string) http.HandlerFunc {
 	}
 }
 
-func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBody))
+func decodeBody(body io.Reader, v any) error {
+	dec := json.NewDecoder(io.LimitReader(body, maxAdminBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
@@ -126,6 +123,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/vacancyd/vacancyd/internal/admin"
 	"github.com/vacancyd/vacancyd/internal/config"
 	"github.com/vacancyd/vacancyd/internal/httperr"
+	"github.com/vacancyd/vacancyd/internal/settings"
 )
 
 // Scopes a route may require. ScopeNone routes are never authenticated.
@@ -71,8 +72,18 @@ type Options struct {
 	Status func() any
 	// Diagnostics returns the /admin/diagnostics document.
 	Diagnostics func() any
-	// Settings returns the running configuration and its revision.
-	Settings func() (revision string, settings any)
+	// Settings reads and saves the settings document.
+	Settings SettingsService
+}
+
+// SettingsService is the settings contract behind GET and POST /admin/settings.
+type SettingsService interface {
+	// Get returns the saved settings and their revision.
+	Get() (settings.Document, error)
+	// Save validates, writes and applies a document. Its errors are
+	// settings.ErrStale, settings.ErrNoFile, *config.InvalidError (with every
+	// problem) or an I/O error.
+	Save(settings.Document) (settings.Result, config.Problems, error)
 }
 
 // API is the API listener's set of routes.

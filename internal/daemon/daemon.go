@@ -15,6 +15,7 @@ import (
 	"github.com/vacancyd/vacancyd/internal/auth"
 	"github.com/vacancyd/vacancyd/internal/config"
 	"github.com/vacancyd/vacancyd/internal/lending"
+	"github.com/vacancyd/vacancyd/internal/settings"
 )
 
 // ShutdownTimeout bounds how long in-flight requests may finish after the
@@ -47,7 +48,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 	adm := admin.New(switches, level, log.With("component", "admin"))
 	defer adm.Close()
 
-	st := &statusSource{cfg: cfg, started: started, auth: authn, switches: switches, admin: adm}
+	lv := &live{store: settings.NewStore(cfg.Path, config.Options{}), authn: authn, log: log.With("component", "settings")}
+	lv.cfg.Store(cfg)
+	st := &statusSource{live: lv, started: started, auth: authn, switches: switches, admin: adm}
 	a := api.New(api.Options{
 		Log:         log.With("component", "api"),
 		Ready:       ready.Load,
@@ -56,7 +59,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 		Admin:       adm,
 		Status:      st.status,
 		Diagnostics: st.diagnostics,
-		Settings:    st.settings,
+		Settings:    lv,
 	})
 
 	eps := []endpoint{
@@ -66,6 +69,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 	if err != nil {
 		return err
 	}
+	lv.gates = gates
 	for i, g := range gates {
 		u := cfg.Upstreams[i]
 		eps = append(eps, endpoint{key: fmt.Sprintf("upstream[%d].listen", i), name: u.ID, addr: u.Listen, handler: g, log: log.With("component", "gate", "upstream", u.ID)})
@@ -85,12 +89,21 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 	}
 	ready.Store(true)
 
+	reload, stopReload := notifyReload()
+	defer stopReload()
 	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", "timeout", ShutdownTimeout.String())
-	case runErr = <-errc:
-		log.Error("listener failed; shutting down", "err", runErr)
+wait:
+	for {
+		select {
+		case <-reload:
+			_, _ = lv.Reload() // logs its own outcome
+		case <-ctx.Done():
+			log.Info("shutting down", "timeout", ShutdownTimeout.String())
+			break wait
+		case runErr = <-errc:
+			log.Error("listener failed; shutting down", "err", runErr)
+			break wait
+		}
 	}
 	ready.Store(false)
 

@@ -1,12 +1,9 @@
 package daemon
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -56,7 +53,7 @@ type listenerStatus struct {
 // statusSource builds the documents of /status, /admin/diagnostics and
 // GET /admin/settings from the running daemon.
 type statusSource struct {
-	cfg       *config.Config
+	live      *live
 	started   time.Time
 	auth      *auth.Authenticator
 	switches  *lending.Switches
@@ -83,6 +80,7 @@ type upstreamStatus struct {
 }
 
 func (s *statusSource) status() any {
+	cfg := s.live.cfg.Load()
 	doc := statusDoc{
 		Version:   version.Version,
 		StartedAt: s.started.UTC(),
@@ -91,7 +89,7 @@ func (s *statusSource) status() any {
 		Listeners: s.listeners,
 		Auth:      s.auth.Posture(),
 	}
-	for _, u := range s.cfg.Upstreams {
+	for _, u := range cfg.Upstreams {
 		doc.Upstreams = append(doc.Upstreams, upstreamStatus{ID: u.ID, Kind: u.Kind, Listen: u.Listen, Target: config.RedactURL(u.Target), Resource: u.Resource})
 	}
 	return doc
@@ -106,25 +104,11 @@ func (s *statusSource) diagnostics() any {
 		"version":     version.Version,
 		"revision":    version.Revision,
 		"go_version":  version.GoVersion,
-		"config_path": s.cfg.Path,
+		"config_path": s.live.cfg.Load().Path,
 		"started_at":  s.started.UTC(),
 		"debug_until": debugUntil,
 		"listeners":   s.listeners,
 	}
-}
-
-// settings returns the running configuration (secrets redacted by their
-// type) and its revision: a digest of the file as it is on disk now, or of
-// the embedded default.
-func (s *statusSource) settings() (string, any) {
-	data := config.EmbeddedDefault()
-	if s.cfg.Path != "" {
-		if b, err := os.ReadFile(s.cfg.Path); err == nil {
-			data = b
-		}
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:8]), s.cfg
 }
 
 // buildGates makes one gate per upstream, in config order, sharing the body

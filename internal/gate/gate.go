@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/vacancyd/vacancyd/internal/adapter"
@@ -43,52 +44,69 @@ type Options struct {
 
 // Gate serves one upstream's listener.
 type Gate struct {
-	id         string
+	id      string
+	pol     atomic.Pointer[policy]
+	auth    *auth.Authenticator
+	admit   lending.Admitter
+	budget  *Budget
+	metrics *Metrics
+	proxy   *httputil.ReverseProxy
+	owners  *owners // ComfyUI gates only
+	log     *slog.Logger
+}
+
+// policy is what a settings change may replace while the gate runs. Each
+// request uses the policy it started with.
+type policy struct {
 	up         config.Upstream
 	target     *url.URL
 	limits     config.Limits
-	auth       *auth.Authenticator
 	adapter    adapter.Adapter
-	admit      lending.Admitter
-	budget     *Budget
-	metrics    *Metrics
 	retryAfter string
 	credential string // the Authorization value vacancyd presents upstream
-	proxy      *httputil.ReverseProxy
-	owners     *owners // ComfyUI gates only
-	log        *slog.Logger
+}
+
+func newPolicy(o Options) (*policy, error) {
+	target, err := url.Parse(o.Upstream.Target)
+	if err != nil {
+		return nil, fmt.Errorf("gate %s: target: %w", o.Upstream.ID, err)
+	}
+	p := &policy{
+		up:         o.Upstream,
+		target:     target,
+		limits:     o.Limits,
+		adapter:    o.Adapter,
+		retryAfter: strconv.Itoa(max(1, int(o.RetryAfter.Round(time.Second)/time.Second))),
+	}
+	if c := o.Upstream.Credential; c != nil {
+		switch c.Scheme {
+		case "bearer":
+			p.credential = "Bearer " + c.Secret.Reveal()
+		case "basic":
+			p.credential = "Basic " + base64.StdEncoding.EncodeToString([]byte(c.Username+":"+c.Secret.Reveal()))
+		}
+	}
+	return p, nil
 }
 
 // New builds a gate. The upstream must have passed config validation.
 func New(o Options) (*Gate, error) {
-	target, err := url.Parse(o.Upstream.Target)
+	p, err := newPolicy(o)
 	if err != nil {
-		return nil, fmt.Errorf("gate %s: target: %w", o.Upstream.ID, err)
+		return nil, err
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	g := &Gate{
-		id:         o.Upstream.ID,
-		up:         o.Upstream,
-		target:     target,
-		limits:     o.Limits,
-		auth:       o.Auth,
-		adapter:    o.Adapter,
-		admit:      o.Admitter,
-		budget:     o.Budget,
-		metrics:    o.Metrics,
-		retryAfter: strconv.Itoa(max(1, int(o.RetryAfter.Round(time.Second)/time.Second))),
-		log:        o.Log.With("component", "gate", "upstream", o.Upstream.ID),
+		id:      o.Upstream.ID,
+		auth:    o.Auth,
+		admit:   o.Admitter,
+		budget:  o.Budget,
+		metrics: o.Metrics,
+		log:     o.Log.With("component", "gate", "upstream", o.Upstream.ID),
 	}
-	if c := o.Upstream.Credential; c != nil {
-		switch c.Scheme {
-		case "bearer":
-			g.credential = "Bearer " + c.Secret.Reveal()
-		case "basic":
-			g.credential = "Basic " + base64.StdEncoding.EncodeToString([]byte(c.Username+":"+c.Secret.Reveal()))
-		}
-	}
+	g.pol.Store(p)
 	tr := o.Transport
 	if tr == nil {
 		tr = NewTransport()
@@ -108,6 +126,21 @@ func New(o Options) (*Gate, error) {
 	return g, nil
 }
 
+// Update replaces the gate's policy (target, credential, management,
+// keep_alive cap, body limits, Retry-After) for requests that start from now.
+// The upstream id and kind must not change; the listener is not touched.
+func (g *Gate) Update(o Options) error {
+	if o.Upstream.ID != g.id || o.Adapter.Kind() != g.pol.Load().adapter.Kind() {
+		return fmt.Errorf("gate %s: id and kind cannot change while running", g.id)
+	}
+	p, err := newPolicy(o)
+	if err != nil {
+		return err
+	}
+	g.pol.Store(p)
+	return nil
+}
+
 // NewTransport returns the transport gates use to reach upstreams: no
 // compression negotiation of its own (bodies pass through as the upstream
 // sends them) and a generous idle pool for the local hop.
@@ -123,6 +156,7 @@ func NewTransport() *http.Transport {
 type ctxKey struct{}
 
 type reqState struct {
+	pol      *policy
 	class    adapter.Class
 	outcome  string
 	record   int    // what ownership records from the response
@@ -132,40 +166,41 @@ type reqState struct {
 // ServeHTTP implements http.Handler.
 func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	p := g.pol.Load()
 	// A declared body larger than the cap is refused before anything else.
-	if r.ContentLength > g.limits.MaxBodyBytes {
-		g.refuse(w, r, refuseTooLarge(g.limits.MaxBodyBytes))
+	if r.ContentLength > p.limits.MaxBodyBytes {
+		g.refuse(w, r, p, refuseTooLarge(p.limits.MaxBodyBytes))
 		return
 	}
 	principal, aerr := g.auth.Authorize(r, auth.Requirement{Scope: auth.Borrow})
 	if aerr != nil {
-		g.refuse(w, r, &refusal{status: aerr.Status, outcome: OutcomeAuth, errType: aerr.Type, msg: aerr.Msg, scope: aerr.Scope, header: aerr.Header})
+		g.refuse(w, r, p, &refusal{status: aerr.Status, outcome: OutcomeAuth, errType: aerr.Type, msg: aerr.Msg, scope: aerr.Scope, header: aerr.Header})
 		return
 	}
 	r = r.WithContext(auth.WithPrincipal(r.Context(), principal))
 
-	body, ref := readBody(w, r, g.limits.MaxBodyBytes, g.limits.BodyTimeout.Duration, g.budget)
+	body, ref := readBody(w, r, p.limits.MaxBodyBytes, p.limits.BodyTimeout.Duration, g.budget)
 	if ref != nil {
-		g.refuse(w, r, ref)
+		g.refuse(w, r, p, ref)
 		return
 	}
 	defer body.release()
 
-	d := g.adapter.Classify(adapter.NewRequest(r, body.data))
+	d := p.adapter.Classify(adapter.NewRequest(r, body.data))
 	switch {
 	case d.Malformed:
-		g.refuse(w, r, &refusal{status: http.StatusBadRequest, outcome: OutcomeRequest, errType: "refused_request", msg: "the request could not be understood: " + d.Reason})
+		g.refuse(w, r, p, &refusal{status: http.StatusBadRequest, outcome: OutcomeRequest, errType: "refused_request", msg: "the request could not be understood: " + d.Reason})
 		return
-	case d.Class == adapter.ClassManagement && !g.up.AllowsManagement():
-		g.refuse(w, r, &refusal{status: http.StatusForbidden, outcome: OutcomeManagement, errType: "management_denied",
+	case d.Class == adapter.ClassManagement && !p.up.AllowsManagement():
+		g.refuse(w, r, p, &refusal{status: http.StatusForbidden, outcome: OutcomeManagement, errType: "management_denied",
 			msg: "this gate lends the GPU for inference; managing the upstream is not allowed (management = \"deny\")"})
 		return
 	case d.Class == adapter.ClassUnknown || !d.Class.Valid():
-		g.refuse(w, r, &refusal{status: http.StatusNotFound, outcome: OutcomeRoute, errType: "refused_route", msg: "this gate does not forward " + r.Method + " " + r.URL.Path})
+		g.refuse(w, r, p, &refusal{status: http.StatusNotFound, outcome: OutcomeRoute, errType: "refused_route", msg: "this gate does not forward " + r.Method + " " + r.URL.Path})
 		return
 	case d.Class == adapter.ClassInference:
-		if ok, why := g.admit.Admit(g.up.Resource); !ok {
-			g.refuse(w, r, &refusal{status: http.StatusServiceUnavailable, outcome: OutcomeNotLending, errType: string(why),
+		if ok, why := g.admit.Admit(p.up.Resource); !ok {
+			g.refuse(w, r, p, &refusal{status: http.StatusServiceUnavailable, outcome: OutcomeNotLending, errType: string(why),
 				msg: notLendingMessage(why), retryAfter: -1})
 			return
 		}
@@ -175,11 +210,11 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d.RewrittenBody != nil {
 		out = d.RewrittenBody
 	}
-	st := &reqState{class: d.Class, outcome: OutcomeAdmitted}
+	st := &reqState{pol: p, class: d.Class, outcome: OutcomeAdmitted}
 	if g.owners != nil {
 		var ref *refusal
 		if out, ref = g.owners.prepare(r, d, borrowerKey(principal), out, st); ref != nil {
-			g.refuse(w, r, ref)
+			g.refuse(w, r, p, ref)
 			return
 		}
 	}
@@ -192,7 +227,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	gauge := g.metrics.inFlight.WithLabelValues(g.id)
 	gauge.Inc()
-	g.proxy.ServeHTTP(newIdleWriter(w, g.limits.ResponseIdleTimeout.Duration), r)
+	g.proxy.ServeHTTP(newIdleWriter(w, p.limits.ResponseIdleTimeout.Duration), r)
 	gauge.Dec()
 	if r.Context().Err() != nil && st.outcome == OutcomeAdmitted {
 		st.outcome = OutcomeClientGone
@@ -209,13 +244,14 @@ func (readCloser) Close() error { return nil }
 // rewrite prepares the outbound request: Rewrite has already dropped the
 // client's hop-by-hop and X-Forwarded-* headers.
 func (g *Gate) rewrite(pr *httputil.ProxyRequest) {
-	pr.SetURL(g.target)
-	pr.Out.Host = g.target.Host
-	if !g.up.ForwardAuthorization {
+	p := pr.In.Context().Value(ctxKey{}).(*reqState).pol
+	pr.SetURL(p.target)
+	pr.Out.Host = p.target.Host
+	if !p.up.ForwardAuthorization {
 		auth.StripCredentials(pr.Out.Header)
 	}
-	if g.credential != "" {
-		pr.Out.Header.Set("Authorization", g.credential)
+	if p.credential != "" {
+		pr.Out.Header.Set("Authorization", p.credential)
 	}
 	// Browsers' markers mean nothing upstream; Ollama checks Origin itself
 	// and would refuse a request that vacancyd already judged.
@@ -239,18 +275,14 @@ func (g *Gate) modifyResponse(resp *http.Response) error {
 }
 
 func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	st, _ := r.Context().Value(ctxKey{}).(*reqState)
+	st := r.Context().Value(ctxKey{}).(*reqState)
 	if r.Context().Err() != nil {
-		if st != nil {
-			st.outcome = OutcomeClientGone
-		}
+		st.outcome = OutcomeClientGone
 		return
 	}
-	if st != nil {
-		st.outcome = OutcomeUpstreamError
-	}
-	g.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "target", config.RedactURL(g.up.Target), "err", err)
-	g.write(w, http.StatusBadGateway, "upstream_unavailable", "the upstream server did not answer")
+	st.outcome = OutcomeUpstreamError
+	g.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "target", config.RedactURL(st.pol.up.Target), "err", err)
+	g.write(w, st.pol, http.StatusBadGateway, "upstream_unavailable", "the upstream server did not answer")
 }
 
 func notLendingMessage(why lending.Reason) string {
@@ -289,14 +321,14 @@ type refusal struct {
 	closeConn  bool
 }
 
-func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, ref *refusal) {
+func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, p *policy, ref *refusal) {
 	h := w.Header()
 	for k, vs := range ref.header {
 		h[k] = vs
 	}
 	switch {
 	case ref.retryAfter < 0:
-		h.Set("Retry-After", g.retryAfter)
+		h.Set("Retry-After", p.retryAfter)
 	case ref.retryAfter > 0:
 		h.Set("Retry-After", strconv.Itoa(int(ref.retryAfter/time.Second)))
 	}
@@ -308,15 +340,15 @@ func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, ref *refusal) {
 	if ref.scope != "" {
 		msg += " (requires scope " + ref.scope + ")"
 	}
-	g.write(w, ref.status, ref.errType, msg)
+	g.write(w, p, ref.status, ref.errType, msg)
 	g.metrics.requests.WithLabelValues(g.id, ref.outcome).Inc()
 	g.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "outcome", ref.outcome, "type", ref.errType)
 }
 
 // write answers in the upstream's own error shape, so that the borrower's
 // client library reads it as a normal API error.
-func (g *Gate) write(w http.ResponseWriter, status int, errType, msg string) {
-	ct, body := g.adapter.ErrorBody(status, errType, msg)
+func (g *Gate) write(w http.ResponseWriter, p *policy, status int, errType, msg string) {
+	ct, body := p.adapter.ErrorBody(status, errType, msg)
 	h := w.Header()
 	h.Set("Content-Type", ct)
 	h.Set("X-Content-Type-Options", "nosniff")
