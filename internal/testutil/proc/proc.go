@@ -147,6 +147,20 @@ func Start(t testing.TB, apiAddr, config string, files map[string]string, env ..
 	}
 }
 
+// ConfigPath is the config file the daemon runs on.
+func (d *Daemon) ConfigPath() string { return filepath.Join(d.Dir, "vacancyd.toml") }
+
+// Signal sends sig to the daemon (SIGHUP to reload).
+func (d *Daemon) Signal(sig os.Signal) error { return d.cmd.Process.Signal(sig) }
+
+// Kill ends the daemon with SIGKILL, as a crash would, and waits for it.
+func (d *Daemon) Kill() {
+	d.stopOnce.Do(func() {
+		_ = d.cmd.Process.Kill()
+		<-d.out
+	})
+}
+
 // Stop sends SIGTERM and waits for the daemon to exit; it fails the test if
 // the daemon exits with an error. Calling it twice is harmless.
 func (d *Daemon) Stop(t testing.TB) {
