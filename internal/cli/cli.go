@@ -35,6 +35,7 @@ var commands = []command{
 	{name: "run", summary: "run the daemon", flags: runFlags},
 	{name: "check-config", summary: "check a configuration file and report every problem", flags: checkConfigFlags},
 	{name: "gen-token", summary: "print a new random API token", flags: genTokenFlags},
+	{name: "admin-request", summary: "send one admin request over the local admin socket", flags: adminRequestFlags},
 	{name: "version", summary: "print version, source revision and Go version", flags: versionFlags},
 }
 

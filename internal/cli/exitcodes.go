@@ -14,8 +14,33 @@ const (
 	// could not open, a server failed, randomness was unavailable).
 	ExitRuntime = 3
 
-	// Codes 40-49 are reserved for admin-request outcomes, e.g. 40 when the
-	// process serving the admin socket is not the trusted vacancyd service,
-	// then the service refusing the request, a stale settings revision,
-	// invalid settings and no service listening.
+	// Codes 40-49 are admin-request's outcomes (see adminrequest.go).
+
+	// ExitUntrustedServer: the process serving the admin socket is not one
+	// the command trusts (root, or an account owning both the socket and a
+	// directory nobody else may write); nothing was sent.
+	ExitUntrustedServer = 40
+	// ExitRefused: the service refused the caller: the action needs an
+	// administrator (administrator_required).
+	ExitRefused = 41
+	// ExitStaleRevision: save_settings named a revision other than the saved
+	// one (stale_revision); read the settings again and redo the change.
+	ExitStaleRevision = 42
+	// ExitInvalidSettings: the settings document failed validation
+	// (invalid_settings); every problem is printed.
+	ExitInvalidSettings = 43
+	// ExitNoService: no service could be reached: the socket is missing,
+	// nothing listens on it, it cannot be opened, or this platform has no
+	// admin channel in this build.
+	ExitNoService = 44
+	// ExitBadRequest: the request file cannot be read or is not exactly one
+	// valid request (also when the service answers invalid_request,
+	// unknown_action or unsupported_protocol_version).
+	ExitBadRequest = 45
+	// ExitDeclined: the Windows approval prompt was declined; nothing
+	// changed.
+	ExitDeclined = 46
+	// ExitActionFailed: the service answered with another refusal
+	// (not_found, not_available, internal) or the exchange broke off.
+	ExitActionFailed = 47
 )
