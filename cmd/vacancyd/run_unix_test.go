@@ -248,7 +248,7 @@ func TestRunOnConfiguredPort(t *testing.T) {
 	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			addr := freePort(t)
-			p := writeFile(t, t.TempDir(), "vacancyd.toml", fmt.Sprintf("[server]\nlisten = %q\n", addr))
+			p := writeFile(t, t.TempDir(), "vacancyd.toml", fmt.Sprintf("[server]\nlisten = %q\nadmin_socket = %q\n", addr, t.TempDir()+"/run/admin.sock"))
 			d, err := vacancyd{args: []string{"run", "--config", p, "--log-format", "json"}}.start(t)
 			if err != nil {
 				t.Fatal(err)
@@ -339,7 +339,7 @@ func TestRunListenFailureNamesKey(t *testing.T) {
 	}
 	defer held.Close()
 	addr := held.Addr().String()
-	p := writeFile(t, t.TempDir(), "vacancyd.toml", fmt.Sprintf("[server]\nlisten = %q\n", addr))
+	p := writeFile(t, t.TempDir(), "vacancyd.toml", fmt.Sprintf("[server]\nlisten = %q\nadmin_socket = %q\n", addr, t.TempDir()+"/run/admin.sock"))
 	r := vacancyd{args: []string{"run", "--config", p}}.run(t)
 	r.wantCode(t, cli.ExitRuntime)
 	if !strings.Contains(r.stderr, "server.listen: listen tcp "+addr) || !strings.Contains(r.stderr, "address already in use") {

@@ -85,6 +85,9 @@ func (l *live) applyLocked(next *config.Config) settings.Result {
 	if next.Server.AdminSocket != cur.Server.AdminSocket {
 		restart("server.admin_socket")
 	}
+	if next.Server.AdminGroup != cur.Server.AdminGroup {
+		restart("server.admin_group")
+	}
 	cl, nl := cur.Server.Limits, next.Server.Limits
 	if cl.MaxConnections != nl.MaxConnections || cl.HeaderTimeout.Duration != nl.HeaderTimeout.Duration ||
 		cl.IdleTimeout.Duration != nl.IdleTimeout.Duration || cl.BodyBudgetBytes != nl.BodyBudgetBytes {

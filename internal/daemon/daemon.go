@@ -5,12 +5,14 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/vacancyd/vacancyd/internal/admin"
+	"github.com/vacancyd/vacancyd/internal/adminsock"
 	"github.com/vacancyd/vacancyd/internal/api"
 	"github.com/vacancyd/vacancyd/internal/auth"
 	"github.com/vacancyd/vacancyd/internal/config"
@@ -88,6 +90,22 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 		go func() { errc <- s.serve() }()
 	}
 	ready.Store(true)
+
+	sock := adminsock.NewServer(adminsock.Options{
+		Path:       cfg.Server.AdminSocket,
+		AdminGroup: cfg.Server.AdminGroup,
+		Log:        log.With("component", "adminsock"),
+	}, admin.Handlers{Service: adm, Settings: socketSettings{lv}, Log: log.With("component", "admin")})
+	st.adminChannel = sock.State
+	sockCtx, stopSock := context.WithCancel(context.WithoutCancel(ctx))
+	sockDone := make(chan struct{})
+	go func() {
+		defer close(sockDone)
+		if err := sock.Run(sockCtx); err != nil && !errors.Is(err, adminsock.ErrNotSupported) {
+			log.Error("admin socket stopped", "err", err)
+		}
+	}()
+	defer func() { stopSock(); <-sockDone }()
 
 	reload, stopReload := notifyReload()
 	defer stopReload()

@@ -70,6 +70,7 @@ func waitHealthy(t *testing.T, addr string, runErr <-chan error) {
 func TestRunServesAndStops(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Server.Listen = freeAddr(t)
+	cfg.Server.AdminSocket = t.TempDir() + "/run/admin.sock"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runErr := make(chan error, 1)
@@ -110,6 +111,7 @@ func TestRunListenErrorNamesKey(t *testing.T) {
 	defer held.Close()
 	cfg := config.Defaults()
 	cfg.Server.Listen = held.Addr().String()
+	cfg.Server.AdminSocket = t.TempDir() + "/run/admin.sock"
 	err = Run(context.Background(), &cfg, nil, nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "server.listen: listen tcp "+cfg.Server.Listen) {
 		t.Fatalf("Run = %v, want server.listen: listen tcp %s: ...", err, cfg.Server.Listen)

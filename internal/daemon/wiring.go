@@ -12,6 +12,7 @@ import (
 	"github.com/vacancyd/vacancyd/internal/adapter"
 	_ "github.com/vacancyd/vacancyd/internal/adapter/all" // every upstream kind
 	"github.com/vacancyd/vacancyd/internal/admin"
+	"github.com/vacancyd/vacancyd/internal/adminsock"
 	"github.com/vacancyd/vacancyd/internal/api"
 	"github.com/vacancyd/vacancyd/internal/auth"
 	"github.com/vacancyd/vacancyd/internal/config"
@@ -59,16 +60,20 @@ type statusSource struct {
 	switches  *lending.Switches
 	admin     *admin.Service
 	listeners []listenerStatus
+	// adminChannel reports the local admin channel (socket or pipe).
+	adminChannel func() adminsock.State
 }
 
 type statusDoc struct {
-	Version   string              `json:"version"`
-	StartedAt time.Time           `json:"started_at"`
-	UptimeS   float64             `json:"uptime_seconds"`
-	Lending   lending.SwitchState `json:"lending"`
-	Listeners []listenerStatus    `json:"listeners"`
-	Upstreams []upstreamStatus    `json:"upstreams"`
-	Auth      auth.Posture        `json:"auth"`
+	Version      string              `json:"version"`
+	StartedAt    time.Time           `json:"started_at"`
+	UptimeS      float64             `json:"uptime_seconds"`
+	Lending      lending.SwitchState `json:"lending"`
+	Listeners    []listenerStatus    `json:"listeners"`
+	AdminChannel *adminsock.State    `json:"admin_channel,omitempty"`
+	DebugUntil   *time.Time          `json:"debug_until,omitempty"`
+	Upstreams    []upstreamStatus    `json:"upstreams"`
+	Auth         auth.Posture        `json:"auth"`
 }
 
 type upstreamStatus struct {
@@ -88,6 +93,13 @@ func (s *statusSource) status() any {
 		Lending:   s.switches.State(),
 		Listeners: s.listeners,
 		Auth:      s.auth.Posture(),
+	}
+	if s.adminChannel != nil {
+		ac := s.adminChannel()
+		doc.AdminChannel = &ac
+	}
+	if t := s.admin.DebugUntil(); !t.IsZero() {
+		doc.DebugUntil = &t
 	}
 	for _, u := range cfg.Upstreams {
 		doc.Upstreams = append(doc.Upstreams, upstreamStatus{ID: u.ID, Kind: u.Kind, Listen: u.Listen, Target: config.RedactURL(u.Target), Resource: u.Resource})

@@ -31,9 +31,9 @@ const (
 // (TCP loopback or a token), which only an administrator may resume.
 type Pauser struct {
 	// Account is a uid ("uid:1000") or Windows account; empty when unknown.
-	Account string
+	Account string `json:"account"`
 	// Via says how the pause arrived: "http", "socket", "pipe".
-	Via string
+	Via string `json:"via"`
 }
 
 // Admitter decides whether inference on a resource may start now.

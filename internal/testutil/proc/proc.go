@@ -111,6 +111,7 @@ func Start(t testing.TB, apiAddr, config string, files map[string]string, env ..
 			t.Fatal(err)
 		}
 	}
+	config = withPrivateAdminSocket(config, dir)
 	confPath := filepath.Join(dir, "vacancyd.toml")
 	if err := os.WriteFile(confPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -176,4 +177,19 @@ func (d *Daemon) Stop(t testing.TB) {
 			t.Errorf("vacancyd did not stop on SIGTERM\n%s", d.Log)
 		}
 	})
+}
+
+// withPrivateAdminSocket points a config that names no admin socket at one in
+// the test's directory, so that test daemons never touch /run/vacancyd or
+// each other's sockets.
+func withPrivateAdminSocket(config, dir string) string {
+	if strings.Contains(config, "admin_socket") {
+		return config
+	}
+	line := fmt.Sprintf("admin_socket = %q\n", filepath.Join(dir, "run", "admin.sock"))
+	if i := strings.Index(config, "[server]\n"); i >= 0 {
+		at := i + len("[server]\n")
+		return config[:at] + line + config[at:]
+	}
+	return "[server]\n" + line + config
 }

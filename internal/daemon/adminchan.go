@@ -1,0 +1,35 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/vacancyd/vacancyd/internal/admin"
+	"github.com/vacancyd/vacancyd/internal/config"
+	"github.com/vacancyd/vacancyd/internal/settings"
+)
+
+// socketSettings lets the admin socket save settings through the same path
+// as POST /admin/settings, translating its errors into the protocol's.
+type socketSettings struct{ live *live }
+
+func (s socketSettings) SaveSettings(_ context.Context, _ admin.Caller, revision string, doc json.RawMessage) (admin.SaveResult, error) {
+	res, ps, err := s.live.Save(settings.Document{Revision: revision, Settings: doc})
+	var inv *config.InvalidError
+	switch {
+	case err == nil:
+		return admin.SaveResult{Revision: res.Revision, Applied: res.Applied, RestartRequired: res.RestartRequired, Warnings: res.Warnings}, nil
+	case errors.Is(err, settings.ErrStale):
+		return admin.SaveResult{}, &admin.Error{Kind: admin.ErrStaleRevision, Msg: "the settings changed since they were read; read them again and reapply the change"}
+	case errors.Is(err, settings.ErrNoFile):
+		return admin.SaveResult{}, &admin.Error{Kind: "no_config_file", Msg: err.Error()}
+	case errors.As(err, &inv):
+		out := &admin.InvalidSettingsError{}
+		for _, p := range ps.Errors() {
+			out.Problems = append(out.Problems, admin.Problem{Key: p.Key, Message: p.Message})
+		}
+		return admin.SaveResult{}, out
+	}
+	return admin.SaveResult{}, err
+}
