@@ -36,6 +36,7 @@ var commands = []command{
 	{name: "check-config", summary: "check a configuration file and report every problem", flags: checkConfigFlags},
 	{name: "gen-token", summary: "print a new random API token", flags: genTokenFlags},
 	{name: "admin-request", summary: "send one admin request over the local admin socket", flags: adminRequestFlags},
+	{name: "status", summary: "print the running daemon's state (--json for the document)", flags: statusFlags},
 	{name: "version", summary: "print version, source revision and Go version", flags: versionFlags},
 }
 

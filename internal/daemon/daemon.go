@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 	}
 	for _, s := range servers {
 		authn.WarnIfExposed(s.name, s.ln.Addr())
-		st.listeners = append(st.listeners, listenerStatus{Name: s.name, Key: s.key, Addr: s.addr})
+		st.listeners = append(st.listeners, api.ListenerStatus{Name: s.name, Key: s.key, Addr: s.addr})
 	}
 
 	errc := make(chan error, len(servers))

@@ -43,14 +43,6 @@ func authMiddleware(a *auth.Authenticator) api.Middleware {
 	}
 }
 
-type listenerStatus struct {
-	Name string `json:"name"`
-	Key  string `json:"key"`
-	Addr string `json:"addr"`
-	// Target is the upstream a gate forwards to, credentials and query hidden.
-	Target string `json:"target,omitempty"`
-}
-
 // statusSource builds the documents of /status, /admin/diagnostics and
 // GET /admin/settings from the running daemon.
 type statusSource struct {
@@ -59,34 +51,14 @@ type statusSource struct {
 	auth      *auth.Authenticator
 	switches  *lending.Switches
 	admin     *admin.Service
-	listeners []listenerStatus
+	listeners []api.ListenerStatus
 	// adminChannel reports the local admin channel (socket or pipe).
 	adminChannel func() adminsock.State
 }
 
-type statusDoc struct {
-	Version      string              `json:"version"`
-	StartedAt    time.Time           `json:"started_at"`
-	UptimeS      float64             `json:"uptime_seconds"`
-	Lending      lending.SwitchState `json:"lending"`
-	Listeners    []listenerStatus    `json:"listeners"`
-	AdminChannel *adminsock.State    `json:"admin_channel,omitempty"`
-	DebugUntil   *time.Time          `json:"debug_until,omitempty"`
-	Upstreams    []upstreamStatus    `json:"upstreams"`
-	Auth         auth.Posture        `json:"auth"`
-}
-
-type upstreamStatus struct {
-	ID       string `json:"id"`
-	Kind     string `json:"kind"`
-	Listen   string `json:"listen"`
-	Target   string `json:"target"`
-	Resource string `json:"resource"`
-}
-
 func (s *statusSource) status() any {
 	cfg := s.live.cfg.Load()
-	doc := statusDoc{
+	doc := api.Status{
 		Version:   version.Version,
 		StartedAt: s.started.UTC(),
 		UptimeS:   time.Since(s.started).Seconds(),
@@ -102,7 +74,7 @@ func (s *statusSource) status() any {
 		doc.DebugUntil = &t
 	}
 	for _, u := range cfg.Upstreams {
-		doc.Upstreams = append(doc.Upstreams, upstreamStatus{ID: u.ID, Kind: u.Kind, Listen: u.Listen, Target: config.RedactURL(u.Target), Resource: u.Resource})
+		doc.Upstreams = append(doc.Upstreams, api.UpstreamStatus{ID: u.ID, Kind: u.Kind, Listen: u.Listen, Target: config.RedactURL(u.Target), Resource: u.Resource})
 	}
 	return doc
 }
