@@ -34,6 +34,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	errs := &recent{}
+	log = slog.New(&recordingHandler{Handler: log.Handler(), rec: errs})
 	started := time.Now()
 	var ready atomic.Bool
 	reg := api.NewRegistry()
@@ -52,7 +54,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 
 	lv := &live{store: settings.NewStore(cfg.Path, config.Options{}), authn: authn, log: log.With("component", "settings")}
 	lv.cfg.Store(cfg)
-	st := &statusSource{live: lv, started: started, auth: authn, switches: switches, admin: adm}
+	st := &statusSource{live: lv, started: started, auth: authn, switches: switches, admin: adm, recent: errs}
 	a := api.New(api.Options{
 		Log:         log.With("component", "api"),
 		Ready:       ready.Load,

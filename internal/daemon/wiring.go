@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -54,6 +56,7 @@ type statusSource struct {
 	listeners []api.ListenerStatus
 	// adminChannel reports the local admin channel (socket or pipe).
 	adminChannel func() adminsock.State
+	recent       *recent
 }
 
 func (s *statusSource) status() any {
@@ -80,19 +83,54 @@ func (s *statusSource) status() any {
 }
 
 func (s *statusSource) diagnostics() any {
-	var debugUntil *time.Time
-	if t := s.admin.DebugUntil(); !t.IsZero() {
-		debugUntil = &t
-	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
 	return map[string]any{
-		"version":     version.Version,
-		"revision":    version.Revision,
-		"go_version":  version.GoVersion,
-		"config_path": s.live.cfg.Load().Path,
-		"started_at":  s.started.UTC(),
-		"debug_until": debugUntil,
-		"listeners":   s.listeners,
+		"build": map[string]any{
+			"version":    version.Version,
+			"revision":   version.Revision,
+			"go_version": version.GoVersion,
+		},
+		"runtime": map[string]any{
+			"os":             runtime.GOOS,
+			"arch":           runtime.GOARCH,
+			"pid":            os.Getpid(),
+			"goroutines":     runtime.NumGoroutine(),
+			"heap_in_use":    ms.HeapInuse,
+			"started_at":     s.started.UTC(),
+			"uptime_seconds": time.Since(s.started).Seconds(),
+			"gomaxprocs":     runtime.GOMAXPROCS(0),
+			"num_cpu":        runtime.NumCPU(),
+			"total_alloc":    ms.TotalAlloc,
+			"gc_cycles":      ms.NumGC,
+			"next_gc_target": ms.NextGC,
+			"config_path":    s.live.cfg.Load().Path,
+		},
+		// The effective configuration: secrets print as redacted.
+		"config": s.live.cfg.Load(),
+		"inputs": map[string]any{
+			"lending":       s.switches.State(),
+			"admin_channel": s.adminChannelState(),
+			"debug_until":   nonZeroTime(s.admin.DebugUntil()),
+		},
+		"listeners":     s.listeners,
+		"recent_errors": s.recent.list(),
 	}
+}
+
+func (s *statusSource) adminChannelState() *adminsock.State {
+	if s.adminChannel == nil {
+		return nil
+	}
+	st := s.adminChannel()
+	return &st
+}
+
+func nonZeroTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // buildGates makes one gate per upstream, in config order, sharing the body

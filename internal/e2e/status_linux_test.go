@@ -77,6 +77,29 @@ kind = "ollama"
 		t.Fatalf("admin_channel = %+v, want unavailable with a reason", st.AdminChannel)
 	}
 
+	// Diagnostics over loopback (intent header): the effective config, the
+	// inputs, and the admin socket's failure among the recent errors.
+	r := do(t, "GET", d.API+"/admin/diagnostics", intent)
+	var diag struct {
+		Config struct {
+			Server struct{ AdminSocket string `json:"admin_socket"` } `json:"server"`
+		} `json:"config"`
+		Inputs struct {
+			AdminChannel struct{ State string } `json:"admin_channel"`
+		} `json:"inputs"`
+		RecentErrors []struct{ Level, Message string } `json:"recent_errors"`
+		Build        struct{ GoVersion string `json:"go_version"` } `json:"build"`
+	}
+	if r.Status != 200 || json.Unmarshal(r.Body, &diag) != nil {
+		t.Fatalf("diagnostics: %d %s", r.Status, r.Body)
+	}
+	if diag.Config.Server.AdminSocket != sock || diag.Inputs.AdminChannel.State != "unavailable" || diag.Build.GoVersion == "" {
+		t.Fatalf("diagnostics document: %s", r.Body)
+	}
+	if len(diag.RecentErrors) == 0 {
+		t.Fatalf("no recent errors while the admin socket fails: %s", r.Body)
+	}
+
 	// Nothing listens: exit 44 with a reason.
 	if code, out := runBinary(t, "status", "--api", "http://"+hostPort(t, "127.0.0.1")); code != 44 || !strings.Contains(out, "cannot reach vacancyd") {
 		t.Fatalf("status against nothing: exit %d: %s", code, out)
