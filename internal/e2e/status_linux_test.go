@@ -82,13 +82,17 @@ kind = "ollama"
 	r := do(t, "GET", d.API+"/admin/diagnostics", intent)
 	var diag struct {
 		Config struct {
-			Server struct{ AdminSocket string `json:"admin_socket"` } `json:"server"`
+			Server struct {
+				AdminSocket string `json:"admin_socket"`
+			} `json:"server"`
 		} `json:"config"`
 		Inputs struct {
 			AdminChannel struct{ State string } `json:"admin_channel"`
 		} `json:"inputs"`
 		RecentErrors []struct{ Level, Message string } `json:"recent_errors"`
-		Build        struct{ GoVersion string `json:"go_version"` } `json:"build"`
+		Build        struct {
+			GoVersion string `json:"go_version"`
+		} `json:"build"`
 	}
 	if r.Status != 200 || json.Unmarshal(r.Body, &diag) != nil {
 		t.Fatalf("diagnostics: %d %s", r.Status, r.Body)
