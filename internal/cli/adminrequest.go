@@ -5,11 +5,11 @@ package cli
 // channel as the account that runs it. It exits with:
 //
 //	0  ExitOK               done; the service's answer is printed as JSON
-//	40 ExitUntrustedServer  the socket's server is not trusted; nothing sent
+//	40 ExitUntrustedServer  the socket's server (Windows: the pipe's) is not trusted; nothing sent
 //	41 ExitRefused          the action needs an administrator
 //	42 ExitStaleRevision    save_settings: the settings changed since read
 //	43 ExitInvalidSettings  save_settings: the document is invalid (all problems printed)
-//	44 ExitNoService        no service reachable (no socket, nothing listening)
+//	44 ExitNoService        no service reachable (no socket or pipe, nothing listening)
 //	45 ExitBadRequest       the request file is unreadable or not one valid request
 //	46 ExitDeclined         Windows: the approval prompt was declined
 //	47 ExitActionFailed     any other refusal (not_found, not_available, internal)
@@ -20,7 +20,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,7 +38,7 @@ const adminRequestTimeout = 2 * time.Minute
 
 func adminRequestFlags(fs *flag.FlagSet) func(context.Context, *env, []string) int {
 	reqPath := fs.String("request", "", "file holding exactly one JSON request, or - for standard input (required)")
-	sock := fs.String("socket", adminsock.DefaultPath, "the service's admin socket, when server.admin_socket is not the default")
+	sock := fs.String("socket", adminsock.DefaultPath, "the service's admin socket, when server.admin_socket is not the default (unused on Windows, which has the admin pipe)")
 	return func(ctx context.Context, e *env, args []string) int {
 		if !noArgs(e, "admin-request", args) {
 			return ExitUsage
@@ -69,10 +68,10 @@ func adminRequest(ctx context.Context, e *env, reqPath, sock string) int {
 
 	ctx, cancel := context.WithTimeout(ctx, adminRequestTimeout)
 	defer cancel()
-	conn, err := adminsock.Dial(ctx, sock)
+	// The socket at sock, or on Windows the admin pipe (sock unused).
+	conn, err := adminsock.DialChannel(ctx, sock)
 	if err != nil {
-		var ut *adminsock.UntrustedError
-		if errors.As(err, &ut) {
+		if adminsock.IsUntrusted(err) {
 			return fail(ExitUntrustedServer, "%v; nothing was sent", err)
 		}
 		return fail(ExitNoService, "%v", err)

@@ -153,3 +153,11 @@ func TestAdminRequestNoServiceAndUsage(t *testing.T) {
 		t.Errorf("extra argument: %+v", r)
 	}
 }
+
+// The owner console's approval flow reports a declined prompt with the exit
+// code admin-request documents for it.
+func TestAdminRequestDeclinedCodeMatchesElevation(t *testing.T) {
+	if adminsock.DeclinedExitCode != ExitDeclined {
+		t.Errorf("adminsock.DeclinedExitCode = %d, ExitDeclined = %d", adminsock.DeclinedExitCode, ExitDeclined)
+	}
+}
