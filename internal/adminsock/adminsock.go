@@ -6,13 +6,15 @@
 // channel is available); the client side is Dial and Request, which refuse a
 // server they cannot trust before sending anything.
 //
-// The real implementation is Linux only. On other systems Listen and Dial
-// return ErrNotSupported; the Windows admin pipe is a separate channel.
+// The socket is Linux only; on Windows, Server.Run serves the admin named
+// pipe instead (pipe.go), so the daemon wires one channel either way. On
+// other systems Listen and Dial return ErrNotSupported.
 package adminsock
 
 import (
 	"context"
 	"errors"
+	"runtime"
 	"fmt"
 	"io"
 	"log/slog"
@@ -323,6 +325,9 @@ func (s *Server) set(st State) {
 // Run serves until ctx ends and returns nil then. Where the platform has no
 // admin socket it reports unavailable and returns ErrNotSupported at once.
 func (s *Server) Run(ctx context.Context) error {
+	if runtime.GOOS == "windows" {
+		return s.RunPipe(ctx)
+	}
 	delay := s.opts.RetryMin
 	for {
 		l, err := listen(s.opts) // s.opts has its defaults already
