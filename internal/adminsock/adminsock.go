@@ -14,11 +14,11 @@ package adminsock
 import (
 	"context"
 	"errors"
-	"runtime"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
