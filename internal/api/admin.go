@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/vacancyd/vacancyd/internal/admin"
 	"github.com/vacancyd/vacancyd/internal/auth"
@@ -55,9 +56,7 @@ func (a *API) adminRoutes() []Route {
 		admRoute(http.MethodGet, "/admin/settings", true, a.getSettings),
 		admRoute(http.MethodPost, "/admin/settings", false, a.saveSettings),
 		admRoute(http.MethodGet, "/admin/diagnostics", true, jsonHandler(a.opts.Diagnostics).ServeHTTP),
-		// Releasing held work arrives with the work registry; until then
-		// the route says so plainly.
-		admRoute(http.MethodPost, "/admin/work/{id}/release", false, notImplemented("held work is not tracked in this version")),
+		admRoute(http.MethodPost, "/admin/work/{id}/release", false, a.releaseWork),
 	}
 }
 
@@ -94,12 +93,6 @@ func (a *API) answer(w http.ResponseWriter, ans admin.Answer, err error) {
 
 func (a *API) fail(w http.ResponseWriter, e *httperr.Error) { httperr.Write(w, e, a.log) }
 
-func notImplemented(msg string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		httperr.Write(w, &httperr.Error{Status: http.StatusNotImplemented, Type: "not_implemented", Msg: msg}, nil)
-	}
-}
-
 func decodeBody(body io.Reader, v any) error {
 	dec := json.NewDecoder(io.LimitReader(body, maxAdminBody))
 	dec.DisallowUnknownFields()
@@ -126,4 +119,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// releaseWork drops held work; the body may say {"upstream_stopped": true}
+// when the operator confirmed the upstream stopped it.
+func (a *API) releaseWork(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil {
+		a.fail(w, &httperr.Error{Status: http.StatusBadRequest, Type: admin.ErrInvalidRequest, Msg: "the work id must be a number"})
+		return
+	}
+	var body struct {
+		UpstreamStopped bool `json:"upstream_stopped"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeBody(r.Body, &body); err != nil {
+			a.fail(w, &httperr.Error{Status: http.StatusBadRequest, Type: admin.ErrInvalidRequest, Msg: `send {"upstream_stopped": true|false} or no body`, Err: err})
+			return
+		}
+	}
+	c := caller(r)
+	if a.opts.ReleaseWork == nil {
+		a.fail(w, &httperr.Error{Status: http.StatusNotImplemented, Type: "not_available", Msg: "held work is not tracked here"})
+		return
+	}
+	if err := a.opts.ReleaseWork(r.Context(), c, id, body.UpstreamStopped); err != nil {
+		a.answer(w, admin.Answer{}, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"outcome": "work", "id": id, "released": true, "upstream_stopped": body.UpstreamStopped})
 }

@@ -7,6 +7,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -74,6 +75,8 @@ type Options struct {
 	Diagnostics func() any
 	// Settings reads and saves the settings document.
 	Settings SettingsService
+	// ReleaseWork drops held work (POST /admin/work/{id}/release).
+	ReleaseWork func(ctx context.Context, c admin.Caller, id uint64, upstreamStopped bool) error
 }
 
 // SettingsService is the settings contract behind GET and POST /admin/settings.

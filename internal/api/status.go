@@ -19,6 +19,9 @@ type Status struct {
 	DebugUntil   *time.Time          `json:"debug_until,omitempty"`
 	Upstreams    []UpstreamStatus    `json:"upstreams"`
 	Auth         auth.Posture        `json:"auth"`
+	// State is the lending engine's view: owner presence, every input and
+	// its readiness, each resource's verdict, and the borrowed work.
+	State lending.Status `json:"state"`
 }
 
 // ListenerStatus is one open listener.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 
 	"github.com/vacancyd/vacancyd/internal/admin"
 	"github.com/vacancyd/vacancyd/internal/config"
+	"github.com/vacancyd/vacancyd/internal/lending"
 	"github.com/vacancyd/vacancyd/internal/settings"
 )
 
@@ -32,4 +34,19 @@ func (s socketSettings) SaveSettings(_ context.Context, _ admin.Caller, revision
 		return admin.SaveResult{}, out
 	}
 	return admin.SaveResult{}, err
+}
+
+// workReleaser lets an administrator drop held work over the admin channel.
+type workReleaser struct {
+	engine *lending.Engine
+	log    *slog.Logger
+}
+
+func (w workReleaser) ReleaseWork(_ context.Context, c admin.Caller, id uint64, upstreamStopped bool) error {
+	work, err := w.engine.Registry().Release(id)
+	if err != nil {
+		return &admin.Error{Kind: admin.ErrNotFound, Msg: err.Error()}
+	}
+	w.log.Info("work released", "id", id, "upstream", work.Upstream, "borrower", work.Borrower, "state", work.State, "upstream_stopped", upstreamStopped, "account", c.Account, "via", c.Via)
+	return nil
 }

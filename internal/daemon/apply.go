@@ -18,12 +18,13 @@ import (
 // live is the running configuration and what applies a new one: saves over
 // the settings API and SIGHUP reloads both end here.
 type live struct {
-	cfg   atomic.Pointer[config.Config]
-	store *settings.Store
-	authn *auth.Authenticator
-	gates []*gate.Gate // in config order
-	mu    sync.Mutex   // one apply at a time
-	log   *slog.Logger
+	cfg     atomic.Pointer[config.Config]
+	store   *settings.Store
+	authn   *auth.Authenticator
+	gates   []*gate.Gate // in config order
+	lending *lendingParts
+	mu      sync.Mutex // one apply at a time
+	log     *slog.Logger
 }
 
 // Save validates and writes a settings document, then applies it.
@@ -118,7 +119,12 @@ func (l *live) applyLocked(next *config.Config) settings.Result {
 	} else {
 		restart("upstream (added, removed, or id, kind or listen changed)")
 	}
-	res.Applied = append(res.Applied, "lending", "presence")
+	if err := l.lending.apply(next); err != nil {
+		l.log.Error("lending settings not applied", "err", err)
+		restart("lending")
+	} else {
+		res.Applied = append(res.Applied, "lending", "presence")
+	}
 	l.cfg.Store(next)
 	return res
 }

@@ -51,25 +51,30 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 	switches := lending.NewSwitches(cfg.Lending.Enabled, resources)
 	adm := admin.New(switches, level, log.With("component", "admin"))
 	defer adm.Close()
+	lend, err := newLending(cfg, switches, reg, log)
+	if err != nil {
+		return err
+	}
 
-	lv := &live{store: settings.NewStore(cfg.Path, config.Options{}), authn: authn, log: log.With("component", "settings")}
+	lv := &live{store: settings.NewStore(cfg.Path, config.Options{}), authn: authn, lending: lend, log: log.With("component", "settings")}
 	lv.cfg.Store(cfg)
-	st := &statusSource{live: lv, started: started, auth: authn, switches: switches, admin: adm, recent: errs}
+	st := &statusSource{live: lv, started: started, auth: authn, switches: switches, admin: adm, recent: errs, engine: lend.engine}
 	a := api.New(api.Options{
 		Log:         log.With("component", "api"),
-		Ready:       ready.Load,
+		Ready:       func() bool { return ready.Load() && lend.engine.Ready() },
 		Registry:    reg,
 		Wrap:        authMiddleware(authn),
 		Admin:       adm,
 		Status:      st.status,
 		Diagnostics: st.diagnostics,
 		Settings:    lv,
+		ReleaseWork: workReleaser{lend.engine, log.With("component", "admin")}.ReleaseWork,
 	})
 
 	eps := []endpoint{
 		{key: "server.listen", name: "api", addr: cfg.Server.Listen, handler: a.Handler(), log: log.With("component", "api")},
 	}
-	gates, err := buildGates(cfg, authn, switches, reg, log)
+	gates, err := buildGates(cfg, authn, lend.engine, reg, log)
 	if err != nil {
 		return err
 	}
@@ -87,6 +92,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 		st.listeners = append(st.listeners, api.ListenerStatus{Name: s.name, Key: s.key, Addr: s.addr})
 	}
 
+	stopEngine := lend.run(ctx)
+	defer stopEngine()
+
 	errc := make(chan error, len(servers))
 	for _, s := range servers {
 		go func() { errc <- s.serve() }()
@@ -97,7 +105,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 		Path:       cfg.Server.AdminSocket,
 		AdminGroup: cfg.Server.AdminGroup,
 		Log:        log.With("component", "adminsock"),
-	}, admin.Handlers{Service: adm, Settings: socketSettings{lv}, Log: log.With("component", "admin")})
+	}, admin.Handlers{Service: adm, Settings: socketSettings{lv}, Work: workReleaser{lend.engine, log.With("component", "admin")}, Log: log.With("component", "admin")})
 	st.adminChannel = sock.State
 	sockCtx, stopSock := context.WithCancel(context.WithoutCancel(ctx))
 	sockDone := make(chan struct{})

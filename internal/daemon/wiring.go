@@ -57,6 +57,7 @@ type statusSource struct {
 	// adminChannel reports the local admin channel (socket or pipe).
 	adminChannel func() adminsock.State
 	recent       *recent
+	engine       *lending.Engine
 }
 
 func (s *statusSource) status() any {
@@ -68,6 +69,7 @@ func (s *statusSource) status() any {
 		Lending:   s.switches.State(),
 		Listeners: s.listeners,
 		Auth:      s.auth.Posture(),
+		State:     s.engine.Status(),
 	}
 	if s.adminChannel != nil {
 		ac := s.adminChannel()
@@ -110,6 +112,7 @@ func (s *statusSource) diagnostics() any {
 		"config": s.live.cfg.Load(),
 		"inputs": map[string]any{
 			"lending":       s.switches.State(),
+			"engine":        s.engine.Status(),
 			"admin_channel": s.adminChannelState(),
 			"debug_until":   nonZeroTime(s.admin.DebugUntil()),
 		},

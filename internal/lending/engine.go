@@ -2,9 +2,11 @@ package lending
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -20,9 +22,15 @@ type Reclaimer interface {
 	// JobDone reports whether a job has finished.
 	JobDone(ctx context.Context, upstream, jobID string) (bool, error)
 	// Unload frees the models borrowers used on upstream (all it can when
-	// models is empty and the upstream frees memory wholesale).
+	// models is empty and the upstream frees memory wholesale). It is only
+	// called for upstreams borrowers used since the last unload. An error
+	// that wraps ErrCannotUnload means the upstream has no way to unload.
 	Unload(ctx context.Context, upstream string, models []string) error
 }
+
+// ErrCannotUnload marks an upstream kind that has no unload call; a reclaim
+// records it without treating it as a failure.
+var ErrCannotUnload = errors.New("this upstream cannot unload models")
 
 // EngineOptions build an Engine.
 type EngineOptions struct {
@@ -65,7 +73,10 @@ type Status struct {
 	Inputs    []SourceState             `json:"inputs"`
 	Resources map[string]ResourceStatus `json:"resources"`
 	Work      []Work                    `json:"work"`
-	// Ready is false while a required input is not ready; NotReady says which.
+	// Ready is false while a required input is not ready; NotReady says
+	// which. Required inputs are those that fail closed (the GPU-pressure
+	// state file when configured). Presence sources are not required: while
+	// none knows, lending holds (presence_unknown) but the daemon is ready.
 	Ready    bool     `json:"ready"`
 	NotReady []string `json:"not_ready,omitempty"`
 }
@@ -128,7 +139,9 @@ func NewEngine(o EngineOptions) *Engine {
 		initial[r] = Verdict{Reason: ReasonPresenceUnknown}
 	}
 	e.verdicts.Store(&initial)
-	e.status.Store(&Status{Resources: map[string]ResourceStatus{}})
+	// Until the first decision, the daemon is ready unless an input that
+	// fails closed is configured (it has not reported yet).
+	e.status.Store(&Status{Resources: map[string]ResourceStatus{}, Ready: len(o.Policy.RequiredPressure) == 0})
 	return e
 }
 
@@ -174,7 +187,7 @@ func (e *Engine) TrackJob(w *Work) {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), e.opts.JobPoll*5)
-			done, err := e.opts.Reclaimer.JobDone(ctx, w.Upstream, w.JobID)
+			done, err := e.opts.Reclaimer.JobDone(ctx, w.Upstream, w.jobID())
 			cancel()
 			if err == nil && done {
 				w.End()
@@ -346,15 +359,16 @@ func (e *Engine) publishStatus(presence PresenceState, pressure map[string]Press
 		}
 		st.Resources[id] = rs
 	}
-	for _, s := range sources {
-		if !s.Ready && slices.Contains(e.policy.RequiredPressure, s.Name) {
+	for _, req := range e.policy.RequiredPressure {
+		i := slices.IndexFunc(sources, func(s SourceState) bool { return s.Name == req })
+		switch {
+		case i < 0:
 			st.Ready = false
-			st.NotReady = append(st.NotReady, s.Name+": "+s.Reason)
+			st.NotReady = append(st.NotReady, req+": no report yet")
+		case !sources[i].Ready:
+			st.Ready = false
+			st.NotReady = append(st.NotReady, req+": "+sources[i].Reason)
 		}
-	}
-	if e.policy.PresenceSources && !presence.Known && !e.policy.LendWhenUnknown {
-		st.Ready = false
-		st.NotReady = append(st.NotReady, "presence: no presence source has reported")
 	}
 	e.status.Store(st)
 	if m := e.opts.Metrics; m != nil {
@@ -374,6 +388,7 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 		}
 	}
 	var cancelled []*Work
+	var jobs sync.WaitGroup
 	for _, w := range work {
 		select {
 		case <-w.Done():
@@ -382,21 +397,28 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 		}
 		cancelled = append(cancelled, w)
 		e.reg.setState(w, WorkCancelling)
-		if w.JobID != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), p.CancelTimeout)
-			stopped, err := e.opts.Reclaimer.CancelJob(ctx, w.Upstream, w.JobID)
-			cancel()
-			if err != nil {
-				e.log.Warn("cancelling borrowed job failed", "upstream", w.Upstream, "job", w.JobID, "err", err)
-			}
-			if stopped {
-				w.End()
-			}
-		}
 		if w.cancel != nil {
 			w.cancel()
 		}
+		if id := w.jobID(); id != "" {
+			// Jobs are cancelled in parallel: each may wait up to the
+			// timeout for its confirmation.
+			jobs.Add(1)
+			go func() {
+				defer jobs.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), p.CancelTimeout)
+				stopped, err := e.opts.Reclaimer.CancelJob(ctx, w.Upstream, id)
+				cancel()
+				if err != nil {
+					e.log.Warn("cancelling borrowed job failed", "upstream", w.Upstream, "job", id, "err", err)
+				}
+				if stopped {
+					w.End()
+				}
+			}()
+		}
 	}
+	jobs.Wait()
 	rec.Cancelled = len(cancelled)
 	waitEnd := time.Now().Add(p.CancelTimeout)
 	for _, w := range cancelled {
@@ -406,17 +428,24 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 			e.reg.setState(w, WorkHeld)
 			rec.Held++
 			e.log.Warn("borrowed work did not stop; holding it until it ends or is released", "id", w.ID, "upstream", w.Upstream, "borrower", w.Borrower)
-			if w.JobID != "" {
+			if w.jobID() != "" {
 				e.TrackJob(w)
 			}
 		}
 	}
 	rec.WorkEndedS = e.now().Sub(at).Seconds()
 	for _, up := range e.opts.Reclaimer.UpstreamsOn(resource) {
-		models := e.reg.takeModels(up)
+		models, used := e.reg.takeModels(up)
+		if !used {
+			continue // never unload what only the owner loaded
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.CancelTimeout)
 		err := e.opts.Reclaimer.Unload(ctx, up, models)
 		cancel()
+		if errors.Is(err, ErrCannotUnload) {
+			e.log.Info("upstream cannot unload; borrowed models stay until it evicts them", "upstream", up, "models", models)
+			continue
+		}
 		if err != nil {
 			rec.UnloadErrors = append(rec.UnloadErrors, up+": "+err.Error())
 			e.log.Warn("unloading borrowed models failed", "upstream", up, "models", models, "err", err)

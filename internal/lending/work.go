@@ -54,6 +54,12 @@ func (w *Work) Done() <-chan struct{} { return w.done }
 // completed). Calling it twice is harmless.
 func (w *Work) End() { w.reg.end(w) }
 
+func (w *Work) jobID() string {
+	w.reg.mu.Lock()
+	defer w.reg.mu.Unlock()
+	return w.JobID
+}
+
 // SetJob turns a request into a job that lives on after the response: the
 // work stays registered until End, and cancelling it goes through the
 // upstream's job cancel.
@@ -96,10 +102,10 @@ func (r *Registry) startLocked(spec WorkSpec, cancel context.CancelFunc) *Work {
 		r.busySince[spec.Resource] = w.Started
 	}
 	r.busy[spec.Resource]++
+	if r.models[spec.Upstream] == nil {
+		r.models[spec.Upstream] = map[string]bool{}
+	}
 	if spec.Model != "" {
-		if r.models[spec.Upstream] == nil {
-			r.models[spec.Upstream] = map[string]bool{}
-		}
 		r.models[spec.Upstream][spec.Model] = true
 	}
 	return w
@@ -136,17 +142,19 @@ func (r *Registry) onResourceLocked(resource string) []*Work {
 	return out
 }
 
-// takeModels returns and forgets the models borrowers used on upstream.
-func (r *Registry) takeModels(upstream string) []string {
+// takeModels returns and forgets the models borrowers used on upstream,
+// and whether borrowers used it at all since the last unload.
+func (r *Registry) takeModels(upstream string) ([]string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	used, ok := r.models[upstream]
 	var out []string
-	for m := range r.models[upstream] {
+	for m := range used {
 		out = append(out, m)
 	}
 	delete(r.models, upstream)
 	slices.Sort(out)
-	return out
+	return out, ok
 }
 
 func (r *Registry) setState(w *Work, st WorkState) {
