@@ -94,6 +94,10 @@ func (l *live) applyLocked(next *config.Config) settings.Result {
 		cl.IdleTimeout.Duration != nl.IdleTimeout.Duration || cl.BodyBudgetBytes != nl.BodyBudgetBytes {
 		restart("server.limits (connections, header and idle timeouts, body budget)")
 	}
+	if cur.Presence.GPUPressurePath != next.Presence.GPUPressurePath || cur.Presence.NVML != next.Presence.NVML ||
+		!slices.Equal(cur.Presence.Sources, next.Presence.Sources) || cur.Presence.InputDevices != next.Presence.InputDevices {
+		restart("presence (sources, input devices, gpu_pressure_file, nvml)")
+	}
 	if !slices.Equal(resourceIDs(cur), resourceIDs(next)) {
 		restart("resource (added, removed or renamed)")
 	}
