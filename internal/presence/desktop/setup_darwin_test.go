@@ -1,0 +1,5 @@
+//go:build darwin
+
+package desktop
+
+const defaultOrder = "macos"
