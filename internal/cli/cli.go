@@ -37,6 +37,7 @@ var commands = []command{
 	{name: "gen-token", summary: "print a new random API token", flags: genTokenFlags},
 	{name: "admin-request", summary: "send one admin request over the local admin socket", flags: adminRequestFlags},
 	{name: "status", summary: "print the running daemon's state (--json for the document)", flags: statusFlags},
+	{name: "session-reporter", summary: "report this desktop session's idle time to the service (run in the owner's session)", flags: sessionReporterFlags},
 	{name: "version", summary: "print version, source revision and Go version", flags: versionFlags},
 }
 
