@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,7 @@ import (
 	"github.com/vacancyd/vacancyd/internal/config"
 	"github.com/vacancyd/vacancyd/internal/gate"
 	"github.com/vacancyd/vacancyd/internal/lending"
+	"github.com/vacancyd/vacancyd/internal/presence"
 	"github.com/vacancyd/vacancyd/internal/presence/gpu"
 )
 
@@ -23,6 +25,7 @@ type lendingParts struct {
 	cfg       *config.Config
 	log       *slog.Logger
 	nvml      *gpu.NVMLSource // nil when presence.nvml = "off"
+	sessions  *presence.Sessions
 }
 
 // newLending builds the engine over the switches; Run starts it.
@@ -48,7 +51,8 @@ func newLending(cfg *config.Config, switches *lending.Switches, reg prometheus.R
 		Metrics:   m,
 		Log:       log,
 	})
-	l := &lendingParts{engine: e, upstreams: ups, client: client, cfg: cfg, log: log}
+	l := &lendingParts{engine: e, upstreams: ups, client: client, cfg: cfg, log: log,
+		sessions: presence.NewSessions(e, cfg.Presence.SessionTimeout.Duration, log.With("component", "sessions"))}
 	if gpu.NVMLEnabled(cfg) {
 		l.nvml = gpu.NewNVMLSource(e, gpu.SettingsFrom(cfg), gpu.NVMLOptions{Log: log.With("component", "nvml")})
 	}
@@ -76,6 +80,7 @@ func (l *lendingParts) run(ctx context.Context) func() {
 	if l.nvml != nil {
 		start(lending.SourceNVML, l.nvml.Run)
 	}
+	l.startPresence(start)
 	if p := l.cfg.Presence.GPUPressurePath; p != "" {
 		ids := make([]string, len(l.cfg.Resources))
 		for i, r := range l.cfg.Resources {
@@ -94,5 +99,30 @@ func (l *lendingParts) apply(cfg *config.Config) error {
 	if l.nvml != nil {
 		l.nvml.Update(gpu.SettingsFrom(cfg))
 	}
+	l.sessions.SetTimeout(cfg.Presence.SessionTimeout.Duration)
 	return l.upstreams.update(cfg, l.client)
+}
+
+// startPresence starts the configured presence sources. Session reports
+// arrive over the admin channel (Sessions); on macOS the input-devices
+// source is the HID system's idle time.
+func (l *lendingParts) startPresence(start func(string, func(context.Context) error)) {
+	sink := l.engine
+	for _, src := range l.cfg.Presence.Sources {
+		switch src {
+		case config.SourceSession:
+			start("sessions", l.sessions.Run)
+		case config.SourceInputDevices:
+			if runtime.GOOS == "darwin" {
+				h := &presence.HIDIdle{Log: l.log.With("component", "hid-idle")}
+				start(lending.SourceHIDIdle, func(ctx context.Context) error { return h.Run(ctx, sink) })
+				continue
+			}
+			d := &presence.InputDevices{Glob: l.cfg.Presence.InputDevices, Log: l.log.With("component", "input-devices")}
+			start(lending.SourceInputDevices, func(ctx context.Context) error { return d.Run(ctx, sink) })
+		case config.SourcePrograms:
+			p := &presence.Programs{Names: l.cfg.Presence.Programs, Log: l.log.With("component", "programs")}
+			start(lending.SourcePrograms, func(ctx context.Context) error { return p.Run(ctx, sink) })
+		}
+	}
 }

@@ -56,6 +56,7 @@ type Engine struct {
 	now  func() time.Time
 
 	events      chan func()
+	stopped     chan struct{} // closed when Run returns
 	verdicts    atomic.Pointer[map[string]Verdict]
 	status      atomic.Pointer[Status]
 	reclaimDone chan reclaimRecord
@@ -121,6 +122,7 @@ func NewEngine(o EngineOptions) *Engine {
 		log:         o.Log.With("component", "lending"),
 		now:         o.Now,
 		events:      make(chan func(), 256),
+		stopped:     make(chan struct{}),
 		reclaimDone: make(chan reclaimRecord, 16),
 		policy:      o.Policy,
 		sources:     map[string]*SourceState{},
@@ -210,7 +212,14 @@ func (e *Engine) Ready() bool { return e.status.Load().Ready }
 // SetPolicy replaces the policy (a settings change).
 func (e *Engine) SetPolicy(p Policy) { e.send(func() { e.policy = p }) }
 
-func (e *Engine) send(f func()) { e.events <- f }
+// send queues f for the Run goroutine; after Run has returned it is dropped,
+// so a report arriving during shutdown never blocks its sender.
+func (e *Engine) send(f func()) {
+	select {
+	case e.events <- f:
+	case <-e.stopped:
+	}
+}
 
 // ReportActivity implements Sink.
 func (e *Engine) ReportActivity(source string, a Activity) {
@@ -260,6 +269,7 @@ func (e *Engine) source(name string) *SourceState {
 
 // Run decides until ctx ends.
 func (e *Engine) Run(ctx context.Context) {
+	defer close(e.stopped)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -457,5 +467,8 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 	}
 	e.log.Info("reclaim finished", "resource", resource, "reason", why, "cancelled", rec.Cancelled, "held", rec.Held,
 		"admissions_closed_s", rec.AdmissionsClosedS, "work_ended_s", rec.WorkEndedS, "unloaded_s", rec.UnloadedS)
-	e.reclaimDone <- rec
+	select {
+	case e.reclaimDone <- rec:
+	case <-e.stopped:
+	}
 }

@@ -19,7 +19,7 @@ type SourceState struct {
 }
 
 func isPresenceSource(name string) bool {
-	return name == SourceInputDevices || name == SourcePrograms || strings.HasPrefix(name, SessionPrefix)
+	return name == SourceInputDevices || name == SourcePrograms || name == SourceHIDIdle || strings.HasPrefix(name, SessionPrefix)
 }
 
 // PresenceState is the owner's presence folded from every live source.

@@ -57,6 +57,8 @@ func PolicyFrom(cfg *config.Config) Policy {
 const (
 	SourceInputDevices = "input-devices"
 	SourcePrograms     = "programs"
+	// SourceHIDIdle is macOS's HID idle time (the input-devices source there).
+	SourceHIDIdle      = "hid-idle"
 	SourceNVML         = "nvml"
 	SourcePressureFile = "pressure-file"
 	// SessionPrefix begins every session reporter's source name.

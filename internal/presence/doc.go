@@ -20,7 +20,7 @@ import (
 const (
 	SourceInputDevices = lending.SourceInputDevices
 	SourcePrograms     = lending.SourcePrograms
-	SourceHIDIdle      = "hid-idle"
+	SourceHIDIdle      = lending.SourceHIDIdle
 	// SessionSourcePrefix begins every session reporter's source name:
 	// "session:" + account + "/" + the reporter's source ("session:uid:1000/x11").
 	SessionSourcePrefix = "session:"
