@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// bodyChunk is how much of a body is read (and budgeted) at a time when the
-// client did not declare its length.
+// bodyChunk is the first buffer (and budget) given to a body whose length
+// the client did not declare.
 const bodyChunk = 32 << 10
 
 // heldBody is a request body read into memory under the limits, and the
@@ -29,13 +29,13 @@ func (h *heldBody) release() {
 
 // readBody reads r's body within the size cap, the time allowed, and the
 // global budget. It returns the outcome and status of a refusal, if any.
-func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration, budget *Budget) (*heldBody, *refusal) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, budget *Budget) (*heldBody, *refusal) {
 	h := &heldBody{budget: budget}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return h, nil
 	}
-	if r.ContentLength > max {
-		return nil, refuseTooLarge(max)
+	if r.ContentLength > limit {
+		return nil, refuseTooLarge(limit)
 	}
 	rc := http.NewResponseController(w)
 	if timeout > 0 {
@@ -56,33 +56,44 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Du
 		}
 		return h, nil
 	}
-	// Unknown length (chunked): grow in budgeted steps, never past max.
+	// Unknown length (chunked): the buffer doubles as the body arrives, up
+	// to the cap, and each size is budgeted in full before it is allocated,
+	// so the budget covers the buffer's whole capacity (the buffers it
+	// outgrew are garbage of at most that size again). A full buffer grows
+	// only once another byte has arrived: a body that fills it exactly is
+	// not charged twice its size, and a byte past the cap shows a body too
+	// large.
 	for {
-		if int64(len(h.data)) > max {
-			h.release()
-			return nil, refuseTooLarge(max)
-		}
-		if !budget.TryAcquire(bodyChunk) {
-			h.release()
-			return nil, refuseBudget()
-		}
-		h.held += bodyChunk
-		start := len(h.data)
-		h.data = append(h.data, make([]byte, bodyChunk)...)
-		n, err := io.ReadFull(r.Body, h.data[start:])
-		h.data = h.data[:start+n]
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			if int64(len(h.data)) > max {
+		if len(h.data) == cap(h.data) {
+			var next [1]byte
+			_, err := io.ReadFull(r.Body, next[:])
+			switch {
+			case errors.Is(err, io.EOF):
+				return h, nil
+			case err != nil:
 				h.release()
-				return nil, refuseTooLarge(max)
+				return nil, readFailure(err)
+			case int64(len(h.data)) >= limit:
+				h.release()
+				return nil, refuseTooLarge(limit)
 			}
-			// Give back what the last chunk did not use.
-			spare := h.held - int64(len(h.data))
-			budget.Release(spare)
-			h.held -= spare
-			return h, nil
+			size := min(max(2*int64(cap(h.data)), bodyChunk), limit)
+			if !budget.TryAcquire(size - h.held) {
+				h.release()
+				return nil, refuseBudget()
+			}
+			h.held = size
+			grown := make([]byte, len(h.data), size)
+			copy(grown, h.data)
+			h.data = append(grown, next[0])
+			continue
 		}
-		if err != nil {
+		n, err := r.Body.Read(h.data[len(h.data):cap(h.data)])
+		h.data = h.data[:len(h.data)+n]
+		switch {
+		case errors.Is(err, io.EOF):
+			return h, nil
+		case err != nil:
 			h.release()
 			return nil, readFailure(err)
 		}

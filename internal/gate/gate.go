@@ -174,7 +174,8 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	principal, aerr := g.auth.Authorize(r, auth.Requirement{Scope: auth.Borrow})
 	if aerr != nil {
-		g.refuse(w, r, p, &refusal{status: aerr.Status, outcome: OutcomeAuth, errType: aerr.Type, msg: aerr.Msg, scope: aerr.Scope, header: aerr.Header})
+		g.refuse(w, r, p, &refusal{status: aerr.Status, outcome: OutcomeAuth, errType: aerr.Type, msg: aerr.Msg, scope: aerr.Scope, header: aerr.Header,
+			closeConn: r.ContentLength != 0}) // a body (declared or chunked) is left unread
 		return
 	}
 	r = r.WithContext(auth.WithPrincipal(r.Context(), principal))
@@ -227,14 +228,27 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	gauge := g.metrics.inFlight.WithLabelValues(g.id)
 	gauge.Inc()
+	finished := false
+	// Deferred, because the proxy ends a response it cannot finish (a
+	// client that stopped reading or went away, an upstream that broke
+	// mid-stream) by panicking with http.ErrAbortHandler, which the server
+	// recovers; the request must still leave the gauge and be counted. A
+	// response relayed to its end is admitted work even if the client
+	// hangs up right after (SDKs close a stream at its last event).
+	defer func() {
+		gauge.Dec()
+		if st.outcome == OutcomeAdmitted && !finished {
+			st.outcome = OutcomeUpstreamError
+			if r.Context().Err() != nil {
+				st.outcome = OutcomeClientGone
+			}
+		}
+		g.metrics.requests.WithLabelValues(g.id, st.outcome).Inc()
+		g.metrics.duration.WithLabelValues(g.id, d.Class.String()).Observe(time.Since(start).Seconds())
+		g.log.Debug("forwarded", "method", r.Method, "path", r.URL.Path, "class", d.Class, "borrower", principal.String(), "outcome", st.outcome)
+	}()
 	g.proxy.ServeHTTP(newIdleWriter(w, p.limits.ResponseIdleTimeout.Duration), r)
-	gauge.Dec()
-	if r.Context().Err() != nil && st.outcome == OutcomeAdmitted {
-		st.outcome = OutcomeClientGone
-	}
-	g.metrics.requests.WithLabelValues(g.id, st.outcome).Inc()
-	g.metrics.duration.WithLabelValues(g.id, d.Class.String()).Observe(time.Since(start).Seconds())
-	g.log.Debug("forwarded", "method", r.Method, "path", r.URL.Path, "class", d.Class, "borrower", principal.String(), "outcome", st.outcome)
+	finished = true
 }
 
 type readCloser struct{ *bytes.Reader }
@@ -253,6 +267,9 @@ func (g *Gate) rewrite(pr *httputil.ProxyRequest) {
 	if p.credential != "" {
 		pr.Out.Header.Set("Authorization", p.credential)
 	}
+	// The gate already holds the whole body: waiting for the upstream's
+	// 100 Continue would only delay it.
+	pr.Out.Header.Del("Expect")
 	// Browsers' markers mean nothing upstream; Ollama checks Origin itself
 	// and would refuse a request that vacancyd already judged.
 	pr.Out.Header.Del("Origin")
@@ -318,7 +335,9 @@ type refusal struct {
 	scope      string
 	header     http.Header
 	retryAfter time.Duration // -1 means the gate's configured hint
-	closeConn  bool
+	// closeConn marks a refusal that leaves (part of) the request body
+	// unread: the connection is closed after the answer.
+	closeConn bool
 }
 
 func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, p *policy, ref *refusal) {
@@ -335,13 +354,23 @@ func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, p *policy, ref *re
 	if ref.closeConn {
 		// The unread rest of a refused body must not be parsed as a request.
 		h.Set("Connection", "close")
+		// After the handler, the server reads on through what is left of
+		// the body (up to 256 KiB) before closing, with no deadline of its
+		// own: a client that stalls would hold the connection (and, for an
+		// unauthenticated request, the answer) forever. It gets the time a
+		// body may take, or none when it has just used that up.
+		grace := p.limits.BodyTimeout.Duration
+		if ref.outcome == OutcomeBodyTimeout {
+			grace = 0
+		}
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(grace))
 	}
 	msg := ref.msg
 	if ref.scope != "" {
 		msg += " (requires scope " + ref.scope + ")"
 	}
-	g.write(w, p, ref.status, ref.errType, msg)
 	g.metrics.requests.WithLabelValues(g.id, ref.outcome).Inc()
+	g.write(w, p, ref.status, ref.errType, msg)
 	g.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "outcome", ref.outcome, "type", ref.errType)
 }
 

@@ -123,9 +123,14 @@ func (o *owners) prepare(r *http.Request, d adapter.Decision, borrower string, b
 				return nil, &refusal{status: http.StatusBadRequest, outcome: OutcomeRequest, errType: "refused_request", msg: "client_id must be a string"}
 			}
 		}
-		if cid != "" {
-			doc["client_id"], _ = json.Marshal(withNamespace(ns, cid))
+		if cid == "" {
+			// ComfyUI sends the events of a prompt without a client id to
+			// every open socket, other borrowers' included.
+			cid = randomID()
 		}
+		// The top-level client_id also overrides any extra_data.client_id
+		// (server.py post_prompt), which could name another's socket.
+		doc["client_id"], _ = json.Marshal(withNamespace(ns, cid))
 		out, err := json.Marshal(doc)
 		if err != nil {
 			return nil, &refusal{status: http.StatusBadRequest, outcome: OutcomeRequest, errType: "refused_request", msg: "the prompt could not be re-encoded"}
@@ -148,6 +153,13 @@ func (o *owners) prepare(r *http.Request, d adapter.Decision, borrower string, b
 		if !o.ownsFile(k) {
 			return nil, notOwned
 		}
+		// Forward exactly what was checked: one value of each key,
+		// re-encoded, so that ComfyUI's query parser cannot read another
+		// file out of duplicates or pairs Go's parser dropped.
+		q.Set("filename", k.name)
+		q.Set("subfolder", k.subfolder)
+		q.Set("type", k.kind)
+		r.URL.RawQuery = q.Encode()
 	case route == "/ws":
 		q := r.URL.Query()
 		cid := q.Get("clientId")
