@@ -241,6 +241,7 @@ func TestOllamaClientThroughGate(t *testing.T) {
 	e.waitCounter(t, gate.OutcomeNotLending, 2)
 
 	e.Switches.Resume()
+	e.waitLendable(t)
 	if err := c.Chat(ctx, chatReq, func(ollama.ChatResponse) error { return nil }); err != nil {
 		t.Fatalf("chat after resume: %v", err)
 	}

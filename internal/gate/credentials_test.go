@@ -181,6 +181,7 @@ func TestCredentialNeverInErrorsOrLogs(t *testing.T) {
 				e.Switches.Pause(lendingPauser)
 				bodies = append(bodies, string(e.do(t, inferenceReq(kind)).body))
 				e.Switches.Resume()
+				e.waitLendable(t)
 			}
 			res := dead.do(t, inferenceReq(kind))
 			if res.status != http.StatusBadGateway {

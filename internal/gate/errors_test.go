@@ -107,6 +107,7 @@ func TestNotLending(t *testing.T) {
 					t.Fatalf("%s: borrower read %d %s", c.reason, res.status, res.body)
 				}
 				c.on()
+				e.waitLendable(t)
 				if res := e.do(t, inferenceReq(kind)); res.status != http.StatusOK {
 					t.Fatalf("after %s ended: %d %s", c.reason, res.status, res.body)
 				}

@@ -152,10 +152,27 @@ func NewTransport() *http.Transport {
 	return t
 }
 
+// borrowerName names a borrower in the work list: its token, or how an
+// anonymous one came in.
+func borrowerName(p auth.Principal) string {
+	if p.Via == auth.ViaToken {
+		return p.Token
+	}
+	return p.String()
+}
+
+// reclaimed reports whether a reclaim cancelled the work.
+func reclaimed(w *lending.Work) bool {
+	st := w.CurrentState()
+	return st == lending.WorkCancelling || st == lending.WorkHeld
+}
+
 // ctxKey carries per-request gate state to the proxy hooks.
 type ctxKey struct{}
 
 type reqState struct {
+	work     *lending.Work // the admitted work, for inference
+	job      bool          // the response started a job that outlives it
 	pol      *policy
 	class    adapter.Class
 	outcome  string
@@ -199,19 +216,25 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case d.Class == adapter.ClassUnknown || !d.Class.Valid():
 		g.refuse(w, r, p, &refusal{status: http.StatusNotFound, outcome: OutcomeRoute, errType: "refused_route", msg: "this gate does not forward " + r.Method + " " + r.URL.Path})
 		return
-	case d.Class == adapter.ClassInference:
-		if ok, why := g.admit.Admit(p.up.Resource); !ok {
+	}
+
+	var work *lending.Work
+	if d.Class == adapter.ClassInference {
+		ctx, lw, why := g.admit.Acquire(r.Context(), lending.WorkSpec{Upstream: g.id, Resource: p.up.Resource, Borrower: borrowerName(principal), Model: d.Model})
+		if lw == nil {
 			g.refuse(w, r, p, &refusal{status: http.StatusServiceUnavailable, outcome: OutcomeNotLending, errType: string(why),
 				msg: notLendingMessage(why), retryAfter: -1})
 			return
 		}
+		work = lw
+		r = r.WithContext(ctx)
 	}
 
 	out := body.data
 	if d.RewrittenBody != nil {
 		out = d.RewrittenBody
 	}
-	st := &reqState{pol: p, class: d.Class, outcome: OutcomeAdmitted}
+	st := &reqState{pol: p, class: d.Class, outcome: OutcomeAdmitted, work: work}
 	if g.owners != nil {
 		var ref *refusal
 		if out, ref = g.owners.prepare(r, d, borrowerKey(principal), out, st); ref != nil {
@@ -237,6 +260,18 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// hangs up right after (SDKs close a stream at its last event).
 	defer func() {
 		gauge.Dec()
+		if work != nil {
+			// A job (a queued ComfyUI prompt) lives on after its request;
+			// everything else ends with its response.
+			if st.job {
+				g.admit.TrackJob(work)
+			} else {
+				work.End()
+			}
+			if reclaimed(work) {
+				st.outcome = OutcomeReclaimed
+			}
+		}
 		if st.outcome == OutcomeAdmitted && !finished {
 			st.outcome = OutcomeUpstreamError
 			if r.Context().Err() != nil {

@@ -136,8 +136,11 @@ type gateEnv struct {
 	Metrics  *gate.Metrics
 	Budget   *gate.Budget
 	Switches *lending.Switches
-	Log      *syncBuffer
-	Limits   config.Limits
+	// Engine admits work: a headless lending engine over Switches, so that
+	// pausing or switching the resource off refuses at once, as in the daemon.
+	Engine *lending.Engine
+	Log    *syncBuffer
+	Limits config.Limits
 	// Options are what the gate was built with, for tests of Update.
 	Options gate.Options
 	client  *http.Client
@@ -179,6 +182,7 @@ func startGate(t testing.TB, c gateConfig) *gateEnv {
 		}
 		e.Metrics = m
 	}
+	e.Engine = startEngine(t, e.Switches, log)
 	authn, err := auth.New(testAuth(), auth.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +207,7 @@ func startGate(t testing.TB, c gateConfig) *gateEnv {
 		Limits:     lim,
 		Auth:       authn,
 		Adapter:    ad,
-		Admitter:   e.Switches,
+		Admitter:   e.Engine,
 		Budget:     e.Budget,
 		Metrics:    e.Metrics,
 		RetryAfter: retry,
@@ -452,4 +456,46 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func borrowerClient(token string) *http.Client {
 	return &http.Client{Transport: bearerTransport{token: token, base: &http.Transport{Proxy: nil}}, Timeout: 60 * time.Second}
+}
+
+// startEngine runs a headless lending engine (no presence input) over sw and
+// waits for its first decision.
+func startEngine(t testing.TB, sw *lending.Switches, log *slog.Logger) *lending.Engine {
+	t.Helper()
+	eng := lending.NewEngine(lending.EngineOptions{
+		Policy:    lending.Policy{CancelTimeout: 2 * time.Second},
+		Switches:  sw,
+		Resources: []string{resourceID},
+		Log:       log,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { eng.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := eng.Status().Resources[resourceID]; ok {
+			return eng
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lending engine made no decision")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitLendable waits until the engine lends again: after a pause or a
+// switched-off resource ends, the engine first finishes its reclaim.
+func (e *gateEnv) waitLendable(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ok, _ := e.Engine.Admit(resourceID); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the engine did not lend again")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -20,13 +20,14 @@ const (
 	OutcomeBodyTimeout   = "refused_body_timeout"
 	OutcomeNotOwner      = "refused_not_owner"
 	OutcomeClientGone    = "client_gone"
+	OutcomeReclaimed     = "reclaimed"
 )
 
 // Outcomes lists every outcome, so each shows as 0 before it happens.
 var Outcomes = []string{
 	OutcomeAdmitted, OutcomeNotLending, OutcomeUpstreamError, OutcomeAuth,
 	OutcomeManagement, OutcomeRoute, OutcomeRequest, OutcomeBodyTooLarge,
-	OutcomeBodyBudget, OutcomeBodyTimeout, OutcomeNotOwner, OutcomeClientGone,
+	OutcomeBodyBudget, OutcomeBodyTimeout, OutcomeNotOwner, OutcomeClientGone, OutcomeReclaimed,
 }
 
 // Metrics are the gates' Prometheus series, shared by every gate.

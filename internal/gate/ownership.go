@@ -207,6 +207,11 @@ func (o *owners) observe(resp *http.Response, st *reqState) error {
 		}
 		if json.Unmarshal(b, &v) == nil && v.PromptID != "" {
 			o.recordPrompt(v.PromptID, st.borrower)
+			if st.work != nil {
+				// The prompt runs after this answer: track it to its end.
+				st.work.SetJob(v.PromptID)
+				st.job = true
+			}
 		}
 	case recordOutputs:
 		// {"<id>": {"outputs": {"<node>": {"images": [{"filename","subfolder","type"}], ...}}}}

@@ -150,8 +150,13 @@ func NewEngine(o EngineOptions) *Engine {
 // Registry returns the work registry.
 func (e *Engine) Registry() *Registry { return e.reg }
 
-// Admit reports whether inference may start on resource now.
+// Admit reports whether inference may start on resource now. The owner's
+// switches are read directly, so a pause closes admissions the moment it is
+// answered, before the engine's loop has seen it.
 func (e *Engine) Admit(resource string) (bool, Reason) {
+	if ok, why := e.opts.Switches.Admit(resource); !ok {
+		return false, why
+	}
 	v, ok := (*e.verdicts.Load())[resource]
 	if !ok {
 		return false, ReasonResourceDisabled
@@ -165,12 +170,8 @@ func (e *Engine) Admit(resource string) (bool, Reason) {
 func (e *Engine) Acquire(parent context.Context, spec WorkSpec) (context.Context, *Work, Reason) {
 	e.reg.mu.Lock()
 	defer e.reg.mu.Unlock()
-	v, ok := (*e.verdicts.Load())[spec.Resource]
-	if !ok {
-		return nil, nil, ReasonResourceDisabled
-	}
-	if !v.Lendable {
-		return nil, nil, v.Reason
+	if ok, why := e.Admit(spec.Resource); !ok {
+		return nil, nil, why
 	}
 	ctx, cancel := context.WithCancel(parent)
 	return ctx, e.reg.startLocked(spec, cancel), ReasonNone
@@ -189,7 +190,7 @@ func (e *Engine) TrackJob(w *Work) {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), e.opts.JobPoll*5)
-			done, err := e.opts.Reclaimer.JobDone(ctx, w.Upstream, w.jobID())
+			done, err := e.jobDone(ctx, w.Upstream, w.jobID())
 			cancel()
 			if err == nil && done {
 				w.End()
@@ -417,7 +418,7 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 			go func() {
 				defer jobs.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), p.CancelTimeout)
-				stopped, err := e.opts.Reclaimer.CancelJob(ctx, w.Upstream, id)
+				stopped, err := e.cancelJob(ctx, w.Upstream, id)
 				cancel()
 				if err != nil {
 					e.log.Warn("cancelling borrowed job failed", "upstream", w.Upstream, "job", id, "err", err)
@@ -444,7 +445,7 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 		}
 	}
 	rec.WorkEndedS = e.now().Sub(at).Seconds()
-	for _, up := range e.opts.Reclaimer.UpstreamsOn(resource) {
+	for _, up := range e.upstreamsOn(resource) {
 		models, used := e.reg.takeModels(up)
 		if !used {
 			continue // never unload what only the owner loaded
@@ -471,4 +472,27 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 	case e.reclaimDone <- rec:
 	case <-e.stopped:
 	}
+}
+
+// With no Reclaimer (tests of the gates alone) reclaim still cancels
+// requests, but has no upstream to unload or to ask about jobs.
+func (e *Engine) upstreamsOn(resource string) []string {
+	if e.opts.Reclaimer == nil {
+		return nil
+	}
+	return e.opts.Reclaimer.UpstreamsOn(resource)
+}
+
+func (e *Engine) cancelJob(ctx context.Context, upstream, id string) (bool, error) {
+	if e.opts.Reclaimer == nil {
+		return false, nil
+	}
+	return e.opts.Reclaimer.CancelJob(ctx, upstream, id)
+}
+
+func (e *Engine) jobDone(ctx context.Context, upstream, id string) (bool, error) {
+	if e.opts.Reclaimer == nil {
+		return false, nil
+	}
+	return e.opts.Reclaimer.JobDone(ctx, upstream, id)
 }

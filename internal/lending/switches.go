@@ -5,6 +5,7 @@
 package lending
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -36,10 +37,16 @@ type Pauser struct {
 	Via string `json:"via"`
 }
 
-// Admitter decides whether inference on a resource may start now.
+// Admitter admits borrowed work and registers it, so that a reclaim can
+// end it. The Engine is the Admitter.
 type Admitter interface {
-	// Admit reports whether work may start on resource; when not, the reason.
-	Admit(resource string) (ok bool, why Reason)
+	// Acquire admits work on spec.Resource now or says why not. The
+	// returned context ends when a reclaim cancels the work; the caller
+	// ends the work (Work.End) when it finishes, or hands a job that
+	// outlives the request to TrackJob.
+	Acquire(ctx context.Context, spec WorkSpec) (context.Context, *Work, Reason)
+	// TrackJob watches a job until the upstream reports it done.
+	TrackJob(w *Work)
 }
 
 // Switches are the owner's switches. Safe for concurrent use.
@@ -141,7 +148,7 @@ func (s *Switches) State() SwitchState {
 	return st
 }
 
-// Admit implements Admitter from the switches alone.
+// Admit reports whether the switches alone allow work on resource.
 func (s *Switches) Admit(resource string) (bool, Reason) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

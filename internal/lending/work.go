@@ -54,6 +54,13 @@ func (w *Work) Done() <-chan struct{} { return w.done }
 // completed). Calling it twice is harmless.
 func (w *Work) End() { w.reg.end(w) }
 
+// CurrentState returns the work's state now.
+func (w *Work) CurrentState() WorkState {
+	w.reg.mu.Lock()
+	defer w.reg.mu.Unlock()
+	return w.State
+}
+
 func (w *Work) jobID() string {
 	w.reg.mu.Lock()
 	defer w.reg.mu.Unlock()
