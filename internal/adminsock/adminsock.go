@@ -417,23 +417,5 @@ func Request(ctx context.Context, path string, request []byte) ([]byte, error) {
 // Exchange sends the connection's one request, shuts down the writing side
 // to mark its end, and reads the answer up to MaxAnswerBytes.
 func (c *Conn) Exchange(ctx context.Context, request []byte) ([]byte, error) {
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := c.Write(request); err != nil {
-		return nil, fmt.Errorf("adminsock: send the request: %w", err)
-	}
-	if err := c.CloseWrite(); err != nil {
-		return nil, fmt.Errorf("adminsock: send the request: %w", err)
-	}
-	answer, err := io.ReadAll(io.LimitReader(c, MaxAnswerBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("adminsock: read the answer: %w", err)
-	}
-	if len(answer) == 0 {
-		return nil, errors.New("adminsock: the service closed the connection without answering")
-	}
-	if len(answer) > MaxAnswerBytes {
-		return nil, fmt.Errorf("adminsock: the answer is larger than %d bytes", MaxAnswerBytes)
-	}
-	return answer, nil
+	return exchange(ctx, c.UnixConn, request)
 }
