@@ -50,6 +50,7 @@ type Gate struct {
 	admit   lending.Admitter
 	budget  *Budget
 	metrics *Metrics
+	series  *gateSeries
 	proxy   *httputil.ReverseProxy
 	owners  *owners // ComfyUI gates only
 	log     *slog.Logger
@@ -122,7 +123,7 @@ func New(o Options) (*Gate, error) {
 	if o.Adapter.Kind() == config.KindComfyUI {
 		g.owners = newOwners()
 	}
-	g.metrics.init(g.id)
+	g.series = g.metrics.forUpstream(g.id)
 	return g, nil
 }
 
@@ -249,7 +250,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Transfer-Encoding")
 		r.TransferEncoding = nil
 	}
-	gauge := g.metrics.inFlight.WithLabelValues(g.id)
+	gauge := g.series.inFlight
 	gauge.Inc()
 	finished := false
 	// Deferred, because the proxy ends a response it cannot finish (a
@@ -278,8 +279,8 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				st.outcome = OutcomeClientGone
 			}
 		}
-		g.metrics.requests.WithLabelValues(g.id, st.outcome).Inc()
-		g.metrics.duration.WithLabelValues(g.id, d.Class.String()).Observe(time.Since(start).Seconds())
+		g.series.requests[st.outcome].Inc()
+		g.series.duration[d.Class].Observe(time.Since(start).Seconds())
 		g.log.Debug("forwarded", "method", r.Method, "path", r.URL.Path, "class", d.Class, "borrower", principal.String(), "outcome", st.outcome)
 	}()
 	g.proxy.ServeHTTP(newIdleWriter(w, p.limits.ResponseIdleTimeout.Duration), r)
@@ -404,7 +405,7 @@ func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, p *policy, ref *re
 	if ref.scope != "" {
 		msg += " (requires scope " + ref.scope + ")"
 	}
-	g.metrics.requests.WithLabelValues(g.id, ref.outcome).Inc()
+	g.series.requests[ref.outcome].Inc()
 	g.write(w, p, ref.status, ref.errType, msg)
 	g.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "outcome", ref.outcome, "type", ref.errType)
 }

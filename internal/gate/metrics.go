@@ -72,13 +72,23 @@ func NewMetrics(reg prometheus.Registerer, budget *Budget) (*Metrics, error) {
 	return m, nil
 }
 
-// init pre-creates the series of one upstream.
-func (m *Metrics) init(upstream string) {
+// gateSeries are one gate's series, resolved once so that a request
+// costs no label lookups.
+type gateSeries struct {
+	requests map[string]prometheus.Counter
+	duration map[adapter.Class]prometheus.Observer
+	inFlight prometheus.Gauge
+}
+
+// forUpstream creates (so they show as 0) and resolves an upstream's series.
+func (m *Metrics) forUpstream(upstream string) *gateSeries {
+	gs := &gateSeries{requests: map[string]prometheus.Counter{}, duration: map[adapter.Class]prometheus.Observer{},
+		inFlight: m.inFlight.WithLabelValues(upstream)}
 	for _, o := range Outcomes {
-		m.requests.WithLabelValues(upstream, o)
+		gs.requests[o] = m.requests.WithLabelValues(upstream, o)
 	}
-	m.inFlight.WithLabelValues(upstream)
-	for _, c := range []adapter.Class{adapter.ClassInference, adapter.ClassBorrowerRead, adapter.ClassManagement} {
-		m.duration.WithLabelValues(upstream, c.String())
+	for _, c := range []adapter.Class{adapter.ClassUnknown, adapter.ClassInference, adapter.ClassBorrowerRead, adapter.ClassManagement} {
+		gs.duration[c] = m.duration.WithLabelValues(upstream, c.String())
 	}
+	return gs
 }
