@@ -71,6 +71,8 @@ type Service struct {
 	base  slog.Level
 	log   *slog.Logger
 	now   func() time.Time
+	// minute is the debug window's unit; tests shorten it.
+	minute time.Duration
 
 	mu         sync.Mutex
 	debugUntil time.Time
@@ -86,7 +88,7 @@ func New(sw *lending.Switches, level *slog.LevelVar, log *slog.Logger) *Service 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{sw: sw, level: level, base: level.Level(), log: log, now: time.Now}
+	return &Service{sw: sw, level: level, base: level.Level(), log: log, now: time.Now, minute: time.Minute}
 }
 
 // Switches returns the switches the service acts on.
@@ -145,7 +147,7 @@ func (s *Service) StartDebug(c Caller, minutes int) (Answer, error) {
 	if minutes < MinDebugMinutes || minutes > MaxDebugMinutes {
 		return Answer{}, &Error{Kind: ErrInvalidRequest, Msg: fmt.Sprintf("minutes must be from %d to %d, got %d", MinDebugMinutes, MaxDebugMinutes, minutes)}
 	}
-	d := time.Duration(minutes) * time.Minute
+	d := time.Duration(minutes) * s.minute
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.debugUntil = s.now().Add(d)

@@ -3,6 +3,7 @@ package admin
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/vacancyd/vacancyd/internal/lending"
 )
@@ -83,5 +84,21 @@ func TestResourceAndDebugNeedAdministrator(t *testing.T) {
 	}
 	if _, err := s.EndDebug(adm); err != nil || s.level.Level() != slog.LevelInfo || !s.DebugUntil().IsZero() {
 		t.Fatal("ending the window did not restore the level")
+	}
+}
+
+// The debug window ends by itself and restores the configured level.
+func TestDebugWindowEndsByItself(t *testing.T) {
+	s := newService()
+	s.minute = time.Millisecond
+	if _, err := s.StartDebug(Caller{Administrator: true, Via: "http"}, 5); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.level.Level() != slog.LevelInfo || !s.DebugUntil().IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatal("the debug window never closed by itself")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

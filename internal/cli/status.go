@@ -127,12 +127,24 @@ func printStatus(w io.Writer, st api.Status) {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		state := "enabled"
+		state := "switched on"
 		if !st.Lending.Resources[id] {
-			state = "disabled"
+			state = "switched off"
 		}
-		fmt.Fprintf(w, "resource: %s %s\n", id, state)
+		verdict := "not lendable"
+		if r, ok := st.State.Resources[id]; ok {
+			if r.Lendable {
+				verdict = "LENT: borrowers may use it"
+			} else {
+				verdict = "not lent: " + string(r.Reason)
+			}
+			if r.Pressure.Active {
+				verdict += " (" + strings.Join(r.Pressure.Reasons, "; ") + ")"
+			}
+		}
+		fmt.Fprintf(w, "resource: %s %s, %s\n", id, state, verdict)
 	}
+	printPresence(w, st)
 	for _, u := range st.Upstreams {
 		fmt.Fprintf(w, "gate:     %s (%s) %s -> %s [%s]\n", u.ID, u.Kind, u.Listen, u.Target, u.Resource)
 	}
@@ -151,4 +163,40 @@ func printStatus(w io.Writer, st api.Status) {
 		names = append(names, t.Name)
 	}
 	fmt.Fprintf(w, "auth:     trust_loopback=%t tokens=%d %s\n", st.Auth.TrustLoopback, len(names), strings.Join(names, ","))
+}
+
+// printPresence says what vacancyd knows of the owner, its inputs and the
+// borrowed work: why lending is on or off.
+func printPresence(w io.Writer, st api.Status) {
+	p := st.State.Presence
+	switch {
+	case !p.Known:
+		fmt.Fprintln(w, "owner:    unknown (no presence source has reported)")
+	case p.Present && len(p.Inhibited) > 0:
+		fmt.Fprintf(w, "owner:    present (%s)\n", strings.Join(p.Inhibited, ", "))
+	case p.Present:
+		fmt.Fprintf(w, "owner:    present, last input %s ago\n", (time.Duration(p.IdleSeconds) * time.Second).String())
+	default:
+		fmt.Fprintf(w, "owner:    away, idle %s\n", (time.Duration(p.IdleSeconds) * time.Second).String())
+	}
+	for _, in := range st.State.Inputs {
+		if in.Ready {
+			fmt.Fprintf(w, "input:    %s ready\n", in.Name)
+		} else {
+			fmt.Fprintf(w, "input:    %s NOT READY: %s\n", in.Name, in.Reason)
+		}
+	}
+	for _, nr := range st.State.NotReady {
+		fmt.Fprintf(w, "ready:    NO: %s\n", nr)
+	}
+	running, held := 0, 0
+	for _, wk := range st.State.Work {
+		if wk.State == "held" {
+			held++
+			fmt.Fprintf(w, "held:     work %d on %s by %s since %s (release with POST /admin/work/%d/release)\n", wk.ID, wk.Upstream, wk.Borrower, wk.HeldSince.Local().Format(time.RFC3339), wk.ID)
+		} else {
+			running++
+		}
+	}
+	fmt.Fprintf(w, "work:     %d running, %d held\n", running, held)
 }

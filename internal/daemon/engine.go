@@ -43,20 +43,47 @@ func newLending(cfg *config.Config, switches *lending.Switches, reg prometheus.R
 	for i, r := range cfg.Resources {
 		ids[i] = r.ID
 	}
-	e := lending.NewEngine(lending.EngineOptions{
+	opts := lending.EngineOptions{
 		Policy:    lending.PolicyFrom(cfg),
 		Switches:  switches,
 		Resources: ids,
 		Reclaimer: ups,
 		Metrics:   m,
 		Log:       log,
-	})
-	l := &lendingParts{engine: e, upstreams: ups, client: client, cfg: cfg, log: log,
-		sessions: presence.NewSessions(e, cfg.Presence.SessionTimeout.Duration, log.With("component", "sessions"))}
-	if gpu.NVMLEnabled(cfg) {
-		l.nvml = gpu.NewNVMLSource(e, gpu.SettingsFrom(cfg), gpu.NVMLOptions{Log: log.With("component", "nvml")})
 	}
+	l := &lendingParts{upstreams: ups, client: client, cfg: cfg, log: log}
+	// The NVML source reports to the engine and the engine asks it about
+	// VRAM, so the source gets the engine through a forwarding sink.
+	fwd := &sinkForwarder{}
+	if gpu.NVMLEnabled(cfg) {
+		l.nvml = gpu.NewNVMLSource(fwd, gpu.SettingsFrom(cfg), gpu.NVMLOptions{Log: log.With("component", "nvml")})
+		idx := map[string]int{}
+		for _, r := range cfg.Resources {
+			idx[r.ID] = r.GPUIndex
+		}
+		opts.VRAM = nvmlVRAM{src: l.nvml, index: idx}
+	}
+	l.engine = lending.NewEngine(opts)
+	fwd.Sink = l.engine
+	l.sessions = presence.NewSessions(l.engine, cfg.Presence.SessionTimeout.Duration, log.With("component", "sessions"))
 	return l, nil
+}
+
+// sinkForwarder lets a source be built before the engine it reports to.
+type sinkForwarder struct{ lending.Sink }
+
+// nvmlVRAM answers the engine's VRAM questions by resource id.
+type nvmlVRAM struct {
+	src   *gpu.NVMLSource
+	index map[string]int
+}
+
+func (v nvmlVRAM) BorrowedMemory(resource string) (uint64, bool) {
+	i, ok := v.index[resource]
+	if !ok {
+		return 0, false
+	}
+	return v.src.BorrowedMemory(i)
 }
 
 // run starts the engine; the returned function stops it and waits.

@@ -45,7 +45,9 @@ kind = "ollama"
 	}
 	for _, want := range []string{
 		"lending:  enabled",
-		"resource: gpu0 enabled",
+		"resource: gpu0 switched on, not lent: presence_unknown",
+		"owner:    unknown (no presence source has reported)",
+		"work:     0 running, 0 held",
 		"gate:     ollama (ollama) " + gate + " -> http://127.0.0.1:11434 [gpu0]",
 		"admin:    channel UNAVAILABLE at " + sock,
 	} {

@@ -32,8 +32,16 @@ type Reclaimer interface {
 // records it without treating it as a failure.
 var ErrCannotUnload = errors.New("this upstream cannot unload models")
 
+// VRAM reports the GPU memory the upstream servers hold on a resource
+// (NVML). ok is false where it cannot be measured.
+type VRAM interface {
+	BorrowedMemory(resource string) (bytes uint64, ok bool)
+}
+
 // EngineOptions build an Engine.
 type EngineOptions struct {
+	// VRAM, when set, lets a reclaim confirm that unloading freed memory.
+	VRAM      VRAM
 	Policy    Policy
 	Switches  *Switches
 	Resources []string
@@ -102,6 +110,11 @@ type reclaimRecord struct {
 	Cancelled         int      `json:"cancelled"`
 	Held              int      `json:"held"`
 	UnloadErrors      []string `json:"unload_errors,omitempty"`
+	// VRAM before and after the unload, where NVML measures it; VRAMFreed
+	// says whether the upstream servers' memory went down.
+	VRAMBefore *uint64 `json:"vram_before_bytes,omitempty"`
+	VRAMAfter  *uint64 `json:"vram_after_bytes,omitempty"`
+	VRAMFreed  *bool   `json:"vram_freed,omitempty"`
 }
 
 // NewEngine returns an engine; call Run to start deciding. Until then every
@@ -445,6 +458,8 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 		}
 	}
 	rec.WorkEndedS = e.now().Sub(at).Seconds()
+	before, measured := e.vram(resource)
+	unloaded := false
 	for _, up := range e.upstreamsOn(resource) {
 		models, used := e.reg.takeModels(up)
 		if !used {
@@ -453,6 +468,7 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 		ctx, cancel := context.WithTimeout(context.Background(), p.CancelTimeout)
 		err := e.opts.Reclaimer.Unload(ctx, up, models)
 		cancel()
+		unloaded = unloaded || err == nil
 		if errors.Is(err, ErrCannotUnload) {
 			e.log.Info("upstream cannot unload; borrowed models stay until it evicts them", "upstream", up, "models", models)
 			continue
@@ -461,6 +477,9 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 			rec.UnloadErrors = append(rec.UnloadErrors, up+": "+err.Error())
 			e.log.Warn("unloading borrowed models failed", "upstream", up, "models", models, "err", err)
 		}
+	}
+	if measured && unloaded {
+		e.confirmFreed(&rec, resource, before, p.CancelTimeout)
 	}
 	rec.UnloadedS = e.now().Sub(at).Seconds()
 	if m := e.opts.Metrics; m != nil {
@@ -495,4 +514,35 @@ func (e *Engine) jobDone(ctx context.Context, upstream, id string) (bool, error)
 		return false, nil
 	}
 	return e.opts.Reclaimer.JobDone(ctx, upstream, id)
+}
+
+func (e *Engine) vram(resource string) (uint64, bool) {
+	if e.opts.VRAM == nil {
+		return 0, false
+	}
+	return e.opts.VRAM.BorrowedMemory(resource)
+}
+
+// confirmFreed waits (up to limit) for the upstream servers' GPU memory to
+// fall below what it was before the unload, and records the outcome. A
+// server keeps its own context after unloading, so "freed" means "went
+// down", not "reached zero".
+func (e *Engine) confirmFreed(rec *reclaimRecord, resource string, before uint64, limit time.Duration) {
+	rec.VRAMBefore = &before
+	freed := before == 0
+	after := before
+	deadline := time.Now().Add(limit)
+	for !freed && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		b, ok := e.vram(resource)
+		if !ok {
+			break
+		}
+		after = b
+		freed = b < before
+	}
+	rec.VRAMAfter, rec.VRAMFreed = &after, &freed
+	if !freed {
+		e.log.Warn("the upstream servers' GPU memory did not go down after unloading", "resource", resource, "bytes", after)
+	}
 }

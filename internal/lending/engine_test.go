@@ -214,3 +214,48 @@ func TestEngineInputDevicesStartCountsAsInput(t *testing.T) {
 	eventually(t, "owner_present right after start", func() bool { _, r := e.Admit("gpu0"); return r == ReasonOwnerPresent })
 	eventually(t, "lending after idle_after", func() bool { return lendable(e) })
 }
+
+type fakeVRAM struct {
+	mu    sync.Mutex
+	bytes uint64
+}
+
+func (f *fakeVRAM) BorrowedMemory(string) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bytes, true
+}
+
+// unloadingReclaimer frees the fake VRAM when asked to unload.
+type unloadingReclaimer struct {
+	recordingReclaimer
+	vram *fakeVRAM
+}
+
+func (u *unloadingReclaimer) Unload(ctx context.Context, up string, models []string) error {
+	u.vram.mu.Lock()
+	u.vram.bytes = 300 << 20 // the server's own context stays
+	u.vram.mu.Unlock()
+	return u.recordingReclaimer.Unload(ctx, up, models)
+}
+
+// Where NVML measures it, a reclaim confirms the unload freed GPU memory.
+func TestEngineConfirmsVRAMFreed(t *testing.T) {
+	vram := &fakeVRAM{bytes: 6 << 30}
+	rec := &unloadingReclaimer{recordingReclaimer: recordingReclaimer{upstreams: []string{"ollama"}}, vram: vram}
+	sw := NewSwitches(true, map[string]bool{"gpu0": true})
+	e := NewEngine(EngineOptions{Policy: Policy{CancelTimeout: 5 * time.Second}, Switches: sw, Resources: []string{"gpu0"}, Reclaimer: rec, VRAM: vram})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "lending", func() bool { return lendable(e) })
+	_, w, _ := e.Acquire(context.Background(), WorkSpec{Upstream: "ollama", Resource: "gpu0", Model: "m"})
+	w.End()
+	sw.Pause(Pauser{})
+	eventually(t, "the reclaim record", func() bool { return e.Status().Resources["gpu0"].LastReclaim != nil })
+	lr := e.Status().Resources["gpu0"].LastReclaim
+	if lr.VRAMFreed == nil || !*lr.VRAMFreed || *lr.VRAMBefore != 6<<30 || *lr.VRAMAfter != 300<<20 {
+		t.Fatalf("VRAM confirmation: %+v", lr)
+	}
+}
