@@ -403,10 +403,11 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 	return &Conn{UnixConn: c, Server: id}, nil
 }
 
-// Request sends one request to the admin socket at path and returns the
-// answer, after Dial's check.
+// Request sends one request over this platform's admin channel (the socket
+// at path, or the Windows pipe) and returns the answer, after the channel's
+// check of who serves it.
 func Request(ctx context.Context, path string, request []byte) ([]byte, error) {
-	c, err := Dial(ctx, path)
+	c, err := DialChannel(ctx, path)
 	if err != nil {
 		return nil, err
 	}

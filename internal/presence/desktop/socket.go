@@ -30,7 +30,7 @@ func (r Report) Request() []byte {
 }
 
 // SocketSender sends reports over the admin channel at Path: the Linux
-// admin socket, or the Windows admin pipe, through adminsock.Dial, which
+// admin socket, or the Windows admin pipe, through adminsock.Request, which
 // checks who serves it before anything is sent.
 type SocketSender struct {
 	Path string
