@@ -18,7 +18,9 @@ import (
 // live is the running configuration and what applies a new one: saves over
 // the settings API and SIGHUP reloads both end here.
 type live struct {
-	cfg     atomic.Pointer[config.Config]
+	cfg atomic.Pointer[config.Config]
+	// started is the configuration the process started with.
+	started *config.Config
 	store   *settings.Store
 	authn   *auth.Authenticator
 	gates   []*gate.Gate // in config order
@@ -76,7 +78,10 @@ func problemStrings(ps config.Problems) []string {
 // applyLocked puts next into effect as far as it can without reopening
 // listeners, and names what waits for a restart.
 func (l *live) applyLocked(next *config.Config) settings.Result {
-	cur := l.cfg.Load()
+	// What needs a restart is judged against what the process started
+	// with (its listeners, sockets and sources), so that it keeps being
+	// reported until the restart happens.
+	cur := l.started
 	res := settings.Result{Applied: []string{}, RestartRequired: []string{}}
 	restart := func(key string) { res.RestartRequired = append(res.RestartRequired, key) }
 
@@ -95,8 +100,19 @@ func (l *live) applyLocked(next *config.Config) settings.Result {
 		restart("server.limits (connections, header and idle timeouts, body budget)")
 	}
 	if cur.Presence.GPUPressurePath != next.Presence.GPUPressurePath || cur.Presence.NVML != next.Presence.NVML ||
-		!slices.Equal(cur.Presence.Sources, next.Presence.Sources) || cur.Presence.InputDevices != next.Presence.InputDevices {
-		restart("presence (sources, input devices, gpu_pressure_file, nvml)")
+		!slices.Equal(cur.Presence.Sources, next.Presence.Sources) || cur.Presence.InputDevices != next.Presence.InputDevices ||
+		!slices.Equal(cur.Presence.Programs, next.Presence.Programs) {
+		restart("presence (sources, input_devices, programs, gpu_pressure_file, nvml)")
+	}
+	// Startup states: the running switches change with pause, resume and
+	// the resource switches, not with the file.
+	if cur.Lending.Enabled != next.Lending.Enabled {
+		restart("lending.enabled (the state at start; pause or resume to change it now)")
+	}
+	for i, r := range next.Resources {
+		if j := slices.IndexFunc(cur.Resources, func(c config.Resource) bool { return c.ID == r.ID }); j >= 0 && cur.Resources[j].IsEnabled() != r.IsEnabled() {
+			restart(fmt.Sprintf("resource[%d].enabled (the state at start; switch the resource to change it now)", i))
+		}
 	}
 	if !slices.Equal(resourceIDs(cur), resourceIDs(next)) {
 		restart("resource (added, removed or renamed)")

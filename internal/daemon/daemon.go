@@ -56,7 +56,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 		return err
 	}
 
-	lv := &live{store: settings.NewStore(cfg.Path, config.Options{}), authn: authn, lending: lend, log: log.With("component", "settings")}
+	lv := &live{store: settings.NewStore(cfg.Path, config.Options{}), authn: authn, lending: lend, started: cfg, log: log.With("component", "settings")}
 	lv.cfg.Store(cfg)
 	st := &statusSource{live: lv, started: started, auth: authn, switches: switches, admin: adm, recent: errs, engine: lend.engine}
 	a := api.New(api.Options{

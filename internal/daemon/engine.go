@@ -122,7 +122,10 @@ func (l *lendingParts) run(ctx context.Context) func() {
 // apply puts a new configuration's lending policy and upstream targets into
 // effect.
 func (l *lendingParts) apply(cfg *config.Config) error {
-	l.engine.SetPolicy(lending.PolicyFrom(cfg))
+	// The sources run as started until a restart: keep deciding by them.
+	p, started := lending.PolicyFrom(cfg), lending.PolicyFrom(l.cfg)
+	p.PresenceSources, p.RequiredPressure = started.PresenceSources, started.RequiredPressure
+	l.engine.SetPolicy(p)
 	if l.nvml != nil {
 		l.nvml.Update(gpu.SettingsFrom(cfg))
 	}

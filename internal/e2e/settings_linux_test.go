@@ -116,6 +116,17 @@ func TestSettingsSaveAppliesLive(t *testing.T) {
 	if r.Status != 200 || !strings.Contains(string(r.Body), `"server.listen"`) {
 		t.Fatalf("moving the listener: %d %s", r.Status, r.Body)
 	}
+	// Until the restart, every later save still says so; so do startup
+	// states that the running switches, not the file, govern.
+	rev3, s := getSettings(t, d, op)
+	s["lending"].(map[string]any)["enabled"] = false
+	r = postSettings(t, d, op, rev3, s)
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"server.listen"`) || !strings.Contains(string(r.Body), `lending.enabled`) {
+		t.Fatalf("a later save forgot what still needs a restart: %d %s", r.Status, r.Body)
+	}
+	if !lendingEnabled(t, d.API, bearer(op)) {
+		t.Fatal("saving lending.enabled = false paused the running daemon")
+	}
 	assertNoSecrets(t, d, op, reader)
 }
 
