@@ -3,8 +3,13 @@ package gate_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +19,11 @@ import (
 )
 
 // BenchmarkGateVsDirect sends the same requests to a llama.cpp fake
-// directly and through a gate, interleaved in one run, and reports the
-// time per request of each and their ratio (gate/direct). It asserts
-// nothing about time; it shows what the gate costs:
+// directly, through a gate and, where nginx is installed, through nginx as
+// a plain reverse proxy, interleaved in one run, and reports the time per
+// request of each and their ratios (gate/direct, gate/nginx). It asserts
+// nothing about time; it shows what the gate costs next to a well-known
+// proxy doing no authentication or policy at all:
 //
 //	go test ./internal/gate -run '^$' -bench GateVsDirect -benchtime 2000x
 func BenchmarkGateVsDirect(b *testing.B) {
@@ -59,13 +66,20 @@ func BenchmarkGateVsDirect(b *testing.B) {
 				}
 				return took
 			}
+			nginxURL := startNginx(b, fake.URL)
 			do(fake.URL) // open the connections
 			do(e.URL)
-			var direct, gated time.Duration
+			var direct, gated, proxied time.Duration
+			if nginxURL != "" {
+				do(nginxURL)
+			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				direct += do(fake.URL)
 				gated += do(e.URL)
+				if nginxURL != "" {
+					proxied += do(nginxURL)
+				}
 				if i%512 == 511 {
 					b.StopTimer()
 					fake.Reset() // the fake keeps every request it saw
@@ -77,6 +91,71 @@ func BenchmarkGateVsDirect(b *testing.B) {
 			b.ReportMetric(float64(gated.Nanoseconds())/float64(b.N), "gate-ns/req")
 			b.ReportMetric(float64(gated-direct)/float64(b.N), "overhead-ns/req")
 			b.ReportMetric(float64(gated)/float64(direct), "gate/direct")
+			if nginxURL != "" {
+				b.ReportMetric(float64(proxied.Nanoseconds())/float64(b.N), "nginx-ns/req")
+				b.ReportMetric(float64(gated)/float64(proxied), "gate/nginx")
+			}
 		})
+	}
+}
+
+// startNginx runs nginx as a plain streaming reverse proxy to target and
+// returns its URL, or "" (with a note) where nginx is not installed.
+func startNginx(b *testing.B, target string) string {
+	b.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		b.Log("nginx is not installed: comparing with a direct connection only")
+		return ""
+	}
+	dir := b.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	conf := fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  upstream fake { server %[2]s; keepalive 16; }
+  server {
+    listen %[3]s;
+    client_max_body_size 64m;
+    location / {
+      proxy_pass http://fake;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering on;
+    }
+  }
+}
+`, dir, strings.TrimPrefix(target, "http://"), addr)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", confPath)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			_ = c.Close()
+			return "http://" + addr
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("nginx did not start; see %s/error.log", dir)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
