@@ -195,11 +195,15 @@ func (r *Registry) List() []Work {
 func (r *Registry) Release(id uint64) (Work, error) {
 	r.mu.Lock()
 	w, ok := r.items[id]
+	var c Work
+	if ok {
+		// Copied under the lock: a reclaim may be changing its state.
+		c = *w
+	}
 	r.mu.Unlock()
 	if !ok {
 		return Work{}, fmt.Errorf("no work with id %d", id)
 	}
-	c := *w
 	if w.cancel != nil {
 		w.cancel()
 	}
