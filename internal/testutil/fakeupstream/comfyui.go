@@ -551,6 +551,10 @@ func (c *ComfyUI) postQueue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if c.cfg.stubborn {
+		comfyOK(w) // accepted, and ignored (WithRefuseToStop)
+		return
+	}
 	c.mu.Lock()
 	changed := false
 	if clear, _ := data["clear"].(bool); clear {
@@ -584,6 +588,10 @@ func (c *ComfyUI) postInterrupt(w http.ResponseWriter, r *http.Request) {
 		data = map[string]any{}
 	}
 	target, _ := data["prompt_id"].(string)
+	if c.cfg.stubborn {
+		comfyOK(w) // accepted, and ignored (WithRefuseToStop)
+		return
+	}
 	c.mu.Lock()
 	p := c.running
 	if p != nil && (target == "" || p.id == target) {

@@ -71,6 +71,7 @@ type config struct {
 	voices    []string
 	version   string
 	keepAlive time.Duration
+	stubborn  bool
 }
 
 func defaultConfig() config {
@@ -116,6 +117,15 @@ func WithModels(names ...string) Option {
 func WithVoices(files ...string) Option {
 	return func(c *config) { c.voices = append([]string(nil), files...) }
 }
+
+// WithRefuseToStop makes a ComfyUI fake accept /interrupt and a queue
+// delete or clear (200, as the real server answers) without stopping or
+// removing anything: the running prompt keeps running and queued prompts
+// stay queued, as a wedged server would behave. Reclaim tests use it to
+// prove that work whose end cannot be confirmed is held. The requests are
+// recorded as usual; [ComfyUI.Interrupted] stays empty, since nothing was
+// stopped. Other kinds ignore it.
+func WithRefuseToStop() Option { return func(c *config) { c.stubborn = true } }
 
 // WithVersion sets the version the fake reports (Ollama's /api/version,
 // llama.cpp's build info, ComfyUI's comfyui_version).
