@@ -193,6 +193,9 @@ func (e *Engine) Acquire(parent context.Context, spec WorkSpec) (context.Context
 // TrackJob watches a job (ComfyUI prompt) until the upstream reports it
 // done, then ends the work. Stops when the work ends another way.
 func (e *Engine) TrackJob(w *Work) {
+	if !w.startTracking() {
+		return // already watched
+	}
 	go func() {
 		t := time.NewTicker(e.opts.JobPoll)
 		defer t.Stop()
@@ -411,6 +414,9 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 		case <-time.After(max(time.Until(graceEnd), 0)):
 		}
 	}
+	// One deadline covers asking jobs to stop and waiting for all work to
+	// end: work not confirmed ended by then is held.
+	waitEnd := time.Now().Add(p.CancelTimeout)
 	var cancelled []*Work
 	var jobs sync.WaitGroup
 	for _, w := range work {
@@ -430,7 +436,7 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 			jobs.Add(1)
 			go func() {
 				defer jobs.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), p.CancelTimeout)
+				ctx, cancel := context.WithDeadline(context.Background(), waitEnd)
 				stopped, err := e.cancelJob(ctx, w.Upstream, id)
 				cancel()
 				if err != nil {
@@ -444,7 +450,6 @@ func (e *Engine) reclaim(resource string, why Reason, work []*Work, at time.Time
 	}
 	jobs.Wait()
 	rec.Cancelled = len(cancelled)
-	waitEnd := time.Now().Add(p.CancelTimeout)
 	for _, w := range cancelled {
 		select {
 		case <-w.Done():

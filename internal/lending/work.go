@@ -42,9 +42,21 @@ type Work struct {
 	// HeldSince is when the work became held.
 	HeldSince time.Time `json:"held_since,omitzero"`
 
-	cancel context.CancelFunc
-	done   chan struct{}
-	reg    *Registry
+	cancel   context.CancelFunc
+	done     chan struct{}
+	reg      *Registry
+	tracking bool // a goroutine watches the job
+}
+
+// startTracking marks the job watched; false if it already was.
+func (w *Work) startTracking() bool {
+	w.reg.mu.Lock()
+	defer w.reg.mu.Unlock()
+	if w.tracking {
+		return false
+	}
+	w.tracking = true
+	return true
 }
 
 // Done is closed when the work has ended.
