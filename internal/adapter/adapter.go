@@ -158,3 +158,13 @@ func Kinds() []string {
 	slices.Sort(kinds)
 	return kinds
 }
+
+// StreamCutter is implemented by adapters whose streamed answers can carry
+// an error as their last element (Ollama's NDJSON). When a reclaim cuts a
+// stream, the gate appends it so the borrower's client reports an error
+// instead of taking the truncated answer as complete.
+type StreamCutter interface {
+	// StreamError returns the bytes to append to a stream of contentType,
+	// or nil when that stream has no error form.
+	StreamError(contentType, errType, message string) []byte
+}

@@ -269,3 +269,44 @@ func TestOllamaClientNeedsToken(t *testing.T) {
 	}
 	e.waitCounter(t, gate.OutcomeAuth, 3)
 }
+
+// A reclaim that cuts an Ollama stream ends it with an error line, so
+// Ollama's own client reports an error instead of a complete answer.
+func TestOllamaClientSeesCutStreamAsError(t *testing.T) {
+	fake := fakeupstream.StartOllama(t, fakeupstream.WithTokens(4))
+	e := startGate(t, gateConfig{kind: config.KindOllama, target: fake.URL})
+	c := ollamaClient(t, e, aliceToken)
+	ctx := waitCtx(t)
+	release := fake.Hold()
+	defer release()
+	first := make(chan struct{})
+	done := make(chan error, 1)
+	var sawDone bool
+	go func() {
+		n := 0
+		done <- c.Chat(ctx, &ollama.ChatRequest{Model: "llama3.2", Messages: []ollama.Message{{Role: "user", Content: "Say something"}}},
+			func(r ollama.ChatResponse) error {
+				if n++; n == 1 {
+					close(first)
+				}
+				sawDone = sawDone || r.Done
+				return nil
+			})
+	}()
+	select {
+	case <-first:
+	case <-ctx.Done():
+		t.Fatal("no first chunk")
+	}
+	e.Switches.Pause(lendingPauser) // the engine reclaims: grace 0, the stream is cut
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		t.Fatal("the reclaim never cut the stream")
+	}
+	if err == nil || !strings.Contains(err.Error(), "reclaimed") || sawDone {
+		t.Fatalf("cut stream: err=%v, final chunk seen=%v; want an error naming the reclaim", err, sawDone)
+	}
+	e.waitCounter(t, gate.OutcomeReclaimed, 1)
+}

@@ -271,6 +271,9 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			if reclaimed(work) {
 				st.outcome = OutcomeReclaimed
+				if !finished {
+					g.cutStream(w, p)
+				}
 			}
 		}
 		if st.outcome == OutcomeAdmitted && !finished {
@@ -285,6 +288,23 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	g.proxy.ServeHTTP(newIdleWriter(w, p.limits.ResponseIdleTimeout.Duration), r)
 	finished = true
+}
+
+// cutStream ends a streamed answer that a reclaim cut short with an error
+// in the upstream's own streaming format, where it has one, so that the
+// borrower's client reports an error instead of a complete answer. The
+// connection is then aborted as usual.
+func (g *Gate) cutStream(w http.ResponseWriter, p *policy) {
+	sc, ok := p.adapter.(adapter.StreamCutter)
+	if !ok {
+		return
+	}
+	line := sc.StreamError(w.Header().Get("Content-Type"), "reclaimed", "the GPU's owner took it back; this answer was cut short (reclaimed)")
+	if len(line) == 0 {
+		return
+	}
+	_, _ = w.Write(line)
+	_ = http.NewResponseController(w).Flush()
 }
 
 type readCloser struct{ *bytes.Reader }

@@ -279,3 +279,14 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// StreamError is the last line of a cut NDJSON stream: {"error": message},
+// which Ollama's client returns as an error. Other streams (the OpenAI
+// compatible SSE) get nothing.
+func (*Adapter) StreamError(contentType, _ string, message string) []byte {
+	if !strings.HasPrefix(contentType, "application/x-ndjson") {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]string{"error": message})
+	return append(b, '\n')
+}
