@@ -12,9 +12,9 @@ import (
 // are pure (no I/O) and safe for concurrent use.
 //
 // Observing models, tracking completion, cancelling and unloading are not
-// part of Adapter: they talk to the upstream and arrive in a later issue as
-// a separate interface implemented by the same per-kind packages, so that
-// classification stays a pure function of the request.
+// part of Adapter: they talk to the upstream, so they are the separate
+// Reclaimer interface (reclaimer.go), implemented by the same per-kind
+// packages, and classification stays a pure function of the request.
 type Adapter interface {
 	// Kind is the config kind the adapter serves (config.KindOllama, ...).
 	Kind() string

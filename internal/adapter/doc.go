@@ -31,7 +31,8 @@
 // Adapters may also look inside a request body (Ollama hides unloads, cloud
 // models and keep_alive in bodies); a body they must read but cannot parse is
 // refused as malformed. Adapters are pure: Classify and ErrorBody do no I/O
-// and are safe for concurrent use.
+// and are safe for concurrent use. The reclaim side (Reclaimer: list loaded
+// models, unload, cancel and watch jobs) is what talks to the upstream.
 //
 // Kinds register themselves with Register; import
 // github.com/vacancyd/vacancyd/internal/adapter/all to link every kind and use
