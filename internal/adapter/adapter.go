@@ -26,7 +26,9 @@ type Adapter interface {
 	// the clients people use against that upstream parse it as a normal API
 	// error. errType is a stable reason (management_denied, owner_present);
 	// message is for humans. status is the HTTP status that will carry it.
-	ErrorBody(status int, errType, message string) (contentType string, body []byte)
+	// path is the request's path, for servers whose error shape depends on
+	// the route (Ollama's OpenAI-compatible /v1 routes).
+	ErrorBody(path string, status int, errType, message string) (contentType string, body []byte)
 }
 
 // Request is what an adapter sees of a borrower request. The gate fills it

@@ -120,7 +120,7 @@ func TestErrorBodiesAreJSON(t *testing.T) {
 	msg := `lending paused: "owner" <present> & busy`
 	for _, k := range kinds {
 		a, _ := adapter.For(k, adapter.Options{})
-		ct, body := a.ErrorBody(503, "lending_paused", msg)
+		ct, body := a.ErrorBody("/", 503, "lending_paused", msg)
 		if !strings.HasPrefix(ct, "application/json") {
 			t.Errorf("%s: content type %q", k, ct)
 		}

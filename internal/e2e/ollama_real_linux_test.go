@@ -915,21 +915,13 @@ func TestRealOllamaPausedLendingRefusesCleanly(t *testing.T) {
 			Model: roModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 		})
 		var oe *openai.Error
-		var ue *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &oe):
+			// The gate answers Ollama's /v1 routes in OpenAI's error shape,
+			// as Ollama's own /v1 routes do.
 			if oe.StatusCode != http.StatusServiceUnavailable || oe.Code != "lending_paused" {
 				t.Fatalf("OpenAI client while paused: status %d code %q, want 503 lending_paused", oe.StatusCode, oe.Code)
 			}
-		case errors.As(err, &ue):
-			// Known gap, outside these tests: on an Ollama gate the refusal
-			// is Ollama's native {"error": "..."} on every path, but
-			// Ollama's own /v1 routes answer errors in OpenAI's shape
-			// ({"error": {"message", "type", "code"}}, ollama openai/openai.go
-			// ErrorResponse), so the OpenAI SDK cannot decode the 503 and
-			// loses its status. When the gate answers /v1 in OpenAI's shape,
-			// the case above takes over and enforces it.
-			t.Skipf("the OpenAI SDK cannot decode an Ollama gate's /v1 refusal (gate answers Ollama's error shape on /v1): %v", err)
 		default:
 			t.Fatalf("OpenAI client while paused: %T %v, want a 503 openai.Error with code lending_paused", err, err)
 		}

@@ -355,7 +355,7 @@ func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	st.outcome = OutcomeUpstreamError
 	g.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "target", config.RedactURL(st.pol.up.Target), "err", err)
-	g.write(w, st.pol, http.StatusBadGateway, "upstream_unavailable", "the upstream server did not answer")
+	g.write(w, st.pol, r.URL.Path, http.StatusBadGateway, "upstream_unavailable", "the upstream server did not answer")
 }
 
 func notLendingMessage(why lending.Reason) string {
@@ -426,14 +426,14 @@ func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, p *policy, ref *re
 		msg += " (requires scope " + ref.scope + ")"
 	}
 	g.series.requests[ref.outcome].Inc()
-	g.write(w, p, ref.status, ref.errType, msg)
+	g.write(w, p, r.URL.Path, ref.status, ref.errType, msg)
 	g.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "outcome", ref.outcome, "type", ref.errType)
 }
 
 // write answers in the upstream's own error shape, so that the borrower's
 // client library reads it as a normal API error.
-func (g *Gate) write(w http.ResponseWriter, p *policy, status int, errType, msg string) {
-	ct, body := p.adapter.ErrorBody(status, errType, msg)
+func (g *Gate) write(w http.ResponseWriter, p *policy, path string, status int, errType, msg string) {
+	ct, body := p.adapter.ErrorBody(path, status, errType, msg)
 	h := w.Header()
 	h.Set("Content-Type", ct)
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -372,6 +373,15 @@ func (e *gateEnv) waitCounter(t testing.TB, outcome string, want float64) {
 // errorMessage checks that body is an error in kind's own JSON shape and
 // returns its human message. errType is checked where the shape carries a
 // type (OpenAI, ComfyUI).
+// errorShapeOf is the kind whose error shape answers path: Ollama's
+// OpenAI-compatible /v1 routes answer in OpenAI's shape.
+func errorShapeOf(kind, path string) string {
+	if kind == config.KindOllama && strings.HasPrefix(path, "/v1/") {
+		return config.KindOpenAI
+	}
+	return kind
+}
+
 func errorMessage(t testing.TB, kind string, body []byte, errType string) string {
 	t.Helper()
 	switch kind {

@@ -163,7 +163,7 @@ func (w *walker) refused(e *gateEnv, r req, what string, status int, outcome, er
 		t.Errorf("%s: refused, yet %d request(s) reached the fake (last %s %s)", what, c-before, got.Method, got.Path)
 	}
 	if r.method != "HEAD" {
-		msg := errorMessage(t, w.kind, res.body, errType)
+		msg := errorMessage(t, errorShapeOf(w.kind, r.path), res.body, errType)
 		if msg == "" {
 			t.Errorf("%s: empty message", what)
 		}

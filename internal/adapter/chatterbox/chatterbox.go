@@ -38,7 +38,7 @@ func (*Adapter) Classify(r *adapter.Request) adapter.Decision { return table.Cla
 
 // ErrorBody is FastAPI's HTTPException shape, {"detail": "..."}, which the
 // server's handlers raise for every error (server.py) and its web UI reads.
-func (*Adapter) ErrorBody(_ int, _ string, message string) (string, []byte) {
+func (*Adapter) ErrorBody(_ string, _ int, _ string, message string) (string, []byte) {
 	b, _ := json.Marshal(Error{Detail: message})
 	return "application/json", b
 }

@@ -51,7 +51,7 @@ func TestSpecRoutes(t *testing.T) {
 // {"detail": "..."}, which the server's own UI and clients read.
 func TestErrorBodyIsFastAPIShape(t *testing.T) {
 	a, _ := New(adapter.Options{})
-	ct, body := a.ErrorBody(403, "management_denied", "settings are not lent")
+	ct, body := a.ErrorBody("/", 403, "management_denied", "settings are not lent")
 	if ct != "application/json" {
 		t.Errorf("content type %q", ct)
 	}

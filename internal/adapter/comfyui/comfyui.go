@@ -47,7 +47,7 @@ func (*Adapter) Classify(r *adapter.Request) adapter.Decision { return table.Cla
 // ComfyUI's other routes answer errors with a bare status or plain text, so
 // this is the one JSON error shape its clients parse; the frontend shows
 // error.message (or error.details).
-func (*Adapter) ErrorBody(_ int, errType, message string) (string, []byte) {
+func (*Adapter) ErrorBody(_ string, _ int, errType, message string) (string, []byte) {
 	b, _ := json.Marshal(Error{
 		Error:      ErrorObject{Type: errType, Message: message, Details: message, ExtraInfo: map[string]any{}},
 		NodeErrors: map[string]any{},

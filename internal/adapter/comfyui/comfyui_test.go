@@ -103,7 +103,7 @@ func TestSpecRoutes(t *testing.T) {
 // "extra_info"}, "node_errors": {...}} (server.py post_prompt).
 func TestErrorBodyDecodesLikeComfyUIClients(t *testing.T) {
 	a, _ := New(adapter.Options{})
-	ct, body := a.ErrorBody(503, "lending_paused", "lending is paused")
+	ct, body := a.ErrorBody("/", 503, "lending_paused", "lending is paused")
 	if ct != "application/json" {
 		t.Errorf("content type %q", ct)
 	}

@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/vacancyd/vacancyd/internal/adapter"
+	"github.com/vacancyd/vacancyd/internal/adapter/openai"
 	"github.com/vacancyd/vacancyd/internal/config"
 )
 
@@ -73,8 +74,13 @@ func (*Adapter) Kind() string { return config.KindOllama }
 func (*Adapter) Routes() []adapter.Route { return table.Routes() }
 
 // ErrorBody renders {"error": message}, the shape Ollama's handlers write
-// (gin.H{"error": ...}) and its Go client decodes into api.StatusError.
-func (*Adapter) ErrorBody(_ int, _ string, message string) (string, []byte) {
+// (gin.H{"error": ...}) and its Go client decodes into api.StatusError. On
+// the OpenAI-compatible /v1 routes Ollama answers in OpenAI's shape (its
+// openai middleware), which OpenAI's SDKs decode, so the gate does too.
+func (*Adapter) ErrorBody(path string, status int, errType, message string) (string, []byte) {
+	if strings.HasPrefix(path, "/v1/") {
+		return openaiShape.ErrorBody(path, status, errType, message)
+	}
 	b, _ := json.Marshal(struct {
 		Error string `json:"error"`
 	}{message})
@@ -279,6 +285,9 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// openaiShape renders errors on Ollama's /v1 routes.
+var openaiShape openai.Adapter
 
 // StreamError is the last line of a cut NDJSON stream: {"error": message},
 // which Ollama's client returns as an error. Other streams (the OpenAI

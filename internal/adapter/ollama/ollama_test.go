@@ -446,7 +446,7 @@ func TestParseKeepAliveMatchesOllama(t *testing.T) {
 // TestErrorBodyDecodesLikeOllamaClient: Ollama's Go client decodes error
 // answers into api.StatusError, whose message field is tagged "error".
 func TestErrorBodyDecodesLikeOllamaClient(t *testing.T) {
-	ct, body := newAdapter(t, 0).ErrorBody(403, "management_denied", "model management is not lent")
+	ct, body := newAdapter(t, 0).ErrorBody("/", 403, "management_denied", "model management is not lent")
 	if !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("content type %q", ct)
 	}
@@ -493,5 +493,17 @@ func TestSpecRoutes(t *testing.T) {
 		if d.Class != c.want {
 			t.Errorf("%s %s: %s (%s), want %s", c.method, c.path, d.Class, d.Reason, c.want)
 		}
+	}
+}
+
+// On Ollama's OpenAI-compatible /v1 routes the gate answers in OpenAI's
+// error shape, as Ollama's own /v1 routes do, so OpenAI SDKs decode it.
+func TestErrorBodyOnV1IsOpenAIShape(t *testing.T) {
+	_, body := newAdapter(t, 0).ErrorBody("/v1/chat/completions", 503, "lending_paused", "the owner has paused lending")
+	var e struct {
+		Error struct{ Message, Type, Code string } `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "lending_paused" || e.Error.Message == "" {
+		t.Fatalf("%s: %+v %v", body, e, err)
 	}
 }

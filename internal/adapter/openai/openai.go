@@ -54,7 +54,7 @@ func (*Adapter) Classify(r *adapter.Request) adapter.Decision {
 // the four fields as strings, so code carries errType (OpenAI's own codes
 // are strings such as "rate_limit_exceeded"), not the number llama.cpp and
 // vLLM put there.
-func (*Adapter) ErrorBody(_ int, errType, message string) (string, []byte) {
+func (*Adapter) ErrorBody(_ string, _ int, errType, message string) (string, []byte) {
 	b, _ := json.Marshal(Error{Error: ErrorObject{Message: message, Type: errType, Code: errType}})
 	return "application/json", b
 }

@@ -72,7 +72,7 @@ func TestModelFromBody(t *testing.T) {
 // it (body["error"]["message"]).
 func TestErrorBodyDecodesLikeOpenAISDK(t *testing.T) {
 	a, _ := New(adapter.Options{})
-	ct, body := a.ErrorBody(503, "owner_present", "the GPU owner is using the machine")
+	ct, body := a.ErrorBody("/", 503, "owner_present", "the GPU owner is using the machine")
 	if ct != "application/json" {
 		t.Errorf("content type %q", ct)
 	}
