@@ -117,6 +117,10 @@ func (o *owners) prepare(r *http.Request, d adapter.Decision, borrower string, b
 		// A borrower-chosen prompt id could name the owner's own prompt;
 		// ComfyUI makes a fresh one when none is given.
 		delete(doc, "prompt_id")
+		// "front" and "number" place a prompt in ComfyUI's queue; a
+		// borrower's prompt waits behind the owner's like any other.
+		delete(doc, "front")
+		delete(doc, "number")
 		var cid string
 		if raw, ok := doc["client_id"]; ok {
 			if err := json.Unmarshal(raw, &cid); err != nil {

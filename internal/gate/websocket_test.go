@@ -320,3 +320,28 @@ func TestComfyViewQueryForwardedAsChecked(t *testing.T) {
 		}
 	}
 }
+
+// A borrower cannot jump ComfyUI's queue ahead of the owner's prompts:
+// "front" and "number" never reach the upstream.
+func TestComfyPromptCannotJumpTheQueue(t *testing.T) {
+	fake := fakeupstream.StartComfyUI(t, fakeupstream.WithTokens(1))
+	e := startGate(t, gateConfig{kind: config.KindComfyUI, target: fake.URL})
+	b, _ := json.Marshal(map[string]any{"prompt": fakeupstream.ComfyTxt2Img(fakeupstream.DefaultComfyCheckpoints[0], "x"), "front": true, "number": -5})
+	if res := e.do(t, req{method: "POST", path: "/prompt", token: bobToken, body: b}); res.status != http.StatusOK {
+		t.Fatalf("prompt: %d %s", res.status, res.body)
+	}
+	got, ok := fake.Last()
+	if !ok || got.Path != "/prompt" {
+		t.Fatalf("last request %+v", got)
+	}
+	var sent map[string]any
+	if err := got.JSON(&sent); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sent["front"]; ok {
+		t.Fatalf("front reached ComfyUI: %s", got.Body)
+	}
+	if _, ok := sent["number"]; ok {
+		t.Fatalf("number reached ComfyUI: %s", got.Body)
+	}
+}
