@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -45,17 +44,16 @@ type Options struct {
 
 // Gate serves one upstream's listener.
 type Gate struct {
-	id        string
-	pol       atomic.Pointer[policy]
-	auth      *auth.Authenticator
-	admit     lending.Admitter
-	budget    *Budget
-	metrics   *Metrics
-	series    *gateSeries
-	proxy     *httputil.ReverseProxy
-	transport http.RoundTripper
-	owners    *owners // ComfyUI gates only
-	log       *slog.Logger
+	id      string
+	pol     atomic.Pointer[policy]
+	auth    *auth.Authenticator
+	admit   lending.Admitter
+	budget  *Budget
+	metrics *Metrics
+	series  *gateSeries
+	proxy   *httputil.ReverseProxy
+	owners  *owners // ComfyUI gates only
+	log     *slog.Logger
 }
 
 // policy is what a settings change may replace while the gate runs. Each
@@ -111,7 +109,6 @@ func New(o Options) (*Gate, error) {
 	}
 	g.pol.Store(p)
 	tr := o.Transport
-	g.transport = tr
 	if tr == nil {
 		tr = NewTransport()
 	}
@@ -241,7 +238,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := &reqState{pol: p, class: d.Class, outcome: OutcomeAdmitted, work: work}
 	if g.owners != nil {
 		var ref *refusal
-		if out, ref = g.owners.prepare(r, d, borrowerKey(principal), out, st, g.upstreamGetter(p)); ref != nil {
+		if out, ref = g.owners.prepare(r, d, borrowerKey(principal), out, st); ref != nil {
 			g.refuse(w, r, p, ref)
 			return
 		}
@@ -291,31 +288,6 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	g.proxy.ServeHTTP(newIdleWriter(w, p.limits.ResponseIdleTimeout.Duration), r)
 	finished = true
-}
-
-// upstreamGetter returns a function that GETs a path from the upstream as
-// vacancyd itself (with the upstream credential), for ownership lookups.
-func (g *Gate) upstreamGetter(p *policy) func(context.Context, string) ([]byte, error) {
-	return func(ctx context.Context, path string) ([]byte, error) {
-		u := *p.target
-		u.Path = strings.TrimSuffix(u.Path, "/") + path
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			return nil, err
-		}
-		if p.credential != "" {
-			req.Header.Set("Authorization", p.credential)
-		}
-		resp, err := g.transport.RoundTrip(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
-		}
-		return io.ReadAll(io.LimitReader(resp.Body, maxOwnedBodyBytes))
-	}
 }
 
 // cutStream ends a streamed answer that a reclaim cut short with an error

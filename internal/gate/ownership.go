@@ -2,13 +2,11 @@ package gate
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 
@@ -108,7 +106,7 @@ var notOwned = &refusal{status: http.StatusNotFound, outcome: OutcomeNotOwner, e
 // prepare applies ownership to a request about to be forwarded. It may
 // rewrite the body (client ids) or the query, and marks the request state so
 // that the response is recorded.
-func (o *owners) prepare(r *http.Request, d adapter.Decision, borrower string, body []byte, st *reqState, get func(context.Context, string) ([]byte, error)) ([]byte, *refusal) {
+func (o *owners) prepare(r *http.Request, d adapter.Decision, borrower string, body []byte, st *reqState) ([]byte, *refusal) {
 	ns := namespace(borrower)
 	switch route := comfyRoute(d); {
 	case r.Method == http.MethodPost && route == "/prompt":
@@ -155,9 +153,6 @@ func (o *owners) prepare(r *http.Request, d adapter.Decision, borrower string, b
 		k := fileKey{owner: borrower, name: q.Get("filename"), subfolder: q.Get("subfolder"), kind: q.Get("type")}
 		if k.kind == "" {
 			k.kind = "output"
-		}
-		if !o.ownsFile(k) && get != nil {
-			o.lookupOutputs(r.Context(), borrower, get)
 		}
 		if !o.ownsFile(k) {
 			return nil, notOwned
@@ -223,68 +218,32 @@ func (o *owners) observe(resp *http.Response, st *reqState) error {
 			}
 		}
 	case recordOutputs:
-		o.recordOutputs(st.borrower, b)
-	}
-	return nil
-}
-
-// recordOutputs records the output files a /history answer names as the
-// borrower's: {"<id>": {"outputs": {"<node>": {"images": [{"filename",
-// "subfolder", "type"}], ...}}}}.
-func (o *owners) recordOutputs(borrower string, history []byte) {
-	var h map[string]struct {
-		Outputs map[string]map[string]json.RawMessage `json:"outputs"`
-	}
-	if json.Unmarshal(history, &h) != nil {
-		return
-	}
-	for _, entry := range h {
-		for _, node := range entry.Outputs {
-			for _, list := range node {
-				var files []struct {
-					Filename  string `json:"filename"`
-					Subfolder string `json:"subfolder"`
-					Type      string `json:"type"`
-				}
-				if json.Unmarshal(list, &files) != nil {
-					continue
-				}
-				for _, f := range files {
-					if f.Filename != "" {
-						o.recordFile(fileKey{owner: borrower, name: f.Filename, subfolder: f.Subfolder, kind: f.Type})
+		// {"<id>": {"outputs": {"<node>": {"images": [{"filename","subfolder","type"}], ...}}}}
+		var h map[string]struct {
+			Outputs map[string]map[string]json.RawMessage `json:"outputs"`
+		}
+		if json.Unmarshal(b, &h) != nil {
+			return nil
+		}
+		for _, entry := range h {
+			for _, node := range entry.Outputs {
+				for _, list := range node {
+					var files []struct {
+						Filename  string `json:"filename"`
+						Subfolder string `json:"subfolder"`
+						Type      string `json:"type"`
+					}
+					if json.Unmarshal(list, &files) != nil {
+						continue
+					}
+					for _, f := range files {
+						if f.Filename != "" {
+							o.recordFile(fileKey{owner: st.borrower, name: f.Filename, subfolder: f.Subfolder, kind: f.Type})
+						}
 					}
 				}
 			}
 		}
 	}
-}
-
-// maxHistoryLookups bounds how many of a borrower's latest prompts a /view
-// miss looks up.
-const maxHistoryLookups = 16
-
-// recentPrompts returns the borrower's latest prompts, newest first.
-func (o *owners) recentPrompts(borrower string, n int) []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var out []string
-	for i := len(o.promptOrder) - 1; i >= 0 && len(out) < n; i-- {
-		if id := o.promptOrder[i]; o.prompts[id] == borrower {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// lookupOutputs learns the outputs of the borrower's latest prompts from the
-// upstream's history, for clients that go from the WebSocket's "executed"
-// event straight to /view without reading the history themselves.
-func (o *owners) lookupOutputs(ctx context.Context, borrower string, get func(ctx context.Context, path string) ([]byte, error)) {
-	for _, id := range o.recentPrompts(borrower, maxHistoryLookups) {
-		b, err := get(ctx, "/history/"+url.PathEscape(id))
-		if err != nil {
-			return
-		}
-		o.recordOutputs(borrower, b)
-	}
+	return nil
 }

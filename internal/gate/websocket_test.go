@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -344,53 +343,5 @@ func TestComfyPromptCannotJumpTheQueue(t *testing.T) {
 	}
 	if _, ok := sent["number"]; ok {
 		t.Fatalf("number reached ComfyUI: %s", got.Body)
-	}
-}
-
-// A client that goes from the WebSocket's "executed" event straight to
-// /view (without reading /history through the gate) gets its own output:
-// the gate looks the borrower's latest prompts up in ComfyUI's history, as
-// vacancyd, with the upstream credential. Another borrower still gets 404.
-func TestComfyViewWithoutReadingHistoryFirst(t *testing.T) {
-	fake := fakeupstream.StartComfyUI(t, fakeupstream.WithTokens(1), fakeupstream.WithBearer("owner-secret"))
-	e := startGate(t, gateConfig{kind: config.KindComfyUI, target: fake.URL,
-		credential: &config.Credential{Scheme: "bearer", Secret: config.NewSecret("owner-secret")}})
-	pid := submit(t, e, aliceToken, "direct")
-	if ok, err := fake.WaitDone(waitCtx(t), pid); err != nil || !ok {
-		t.Fatalf("prompt %s did not complete: %v", pid, err)
-	}
-	// The file name as the WebSocket's "executed" event would carry it,
-	// read from ComfyUI directly.
-	hreq, _ := http.NewRequest("GET", fake.URL+"/history/"+pid, nil)
-	hreq.Header.Set("Authorization", "Bearer owner-secret")
-	hres, err := http.DefaultClient.Do(hreq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h map[string]struct {
-		Outputs map[string]struct {
-			Images []struct{ Filename, Subfolder, Type string } `json:"images"`
-		} `json:"outputs"`
-	}
-	err = json.NewDecoder(hres.Body).Decode(&h)
-	hres.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var name string
-	for _, o := range h[pid].Outputs {
-		for _, img := range o.Images {
-			name = img.Filename
-		}
-	}
-	if name == "" {
-		t.Fatal("no output file")
-	}
-	view := "/view?filename=" + name + "&type=output"
-	if res := e.do(t, req{method: "GET", path: view, token: bobToken}); res.status != http.StatusNotFound {
-		t.Fatalf("B viewed A's output: %d", res.status)
-	}
-	if res := e.do(t, req{method: "GET", path: view, token: aliceToken}); res.status != http.StatusOK || !bytes.HasPrefix(res.body, []byte("\x89PNG")) {
-		t.Fatalf("A's own output without a history read: %d", res.status)
 	}
 }
