@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, level *slog.
 	sock := adminsock.NewServer(adminsock.Options{
 		Path:       cfg.Server.AdminSocket,
 		AdminGroup: cfg.Server.AdminGroup,
-		Log:        log.With("component", "adminsock"),
+		Log:        log,
 	}, admin.Handlers{Service: adm, Settings: socketSettings{lv}, Work: workReleaser{lend.engine, log.With("component", "admin")}, Presence: lend.sessions, Log: log.With("component", "admin")})
 	st.adminChannel = sock.State
 	sockCtx, stopSock := context.WithCancel(context.WithoutCancel(ctx))

@@ -56,7 +56,7 @@ func newLending(cfg *config.Config, switches *lending.Switches, reg prometheus.R
 	// VRAM, so the source gets the engine through a forwarding sink.
 	fwd := &sinkForwarder{}
 	if gpu.NVMLEnabled(cfg) {
-		l.nvml = gpu.NewNVMLSource(fwd, gpu.SettingsFrom(cfg), gpu.NVMLOptions{Log: log.With("component", "nvml")})
+		l.nvml = gpu.NewNVMLSource(fwd, gpu.SettingsFrom(cfg), gpu.NVMLOptions{Log: log})
 		idx := map[string]int{}
 		for _, r := range cfg.Resources {
 			idx[r.ID] = r.GPUIndex
@@ -65,7 +65,7 @@ func newLending(cfg *config.Config, switches *lending.Switches, reg prometheus.R
 	}
 	l.engine = lending.NewEngine(opts)
 	fwd.Sink = l.engine
-	l.sessions = presence.NewSessions(l.engine, cfg.Presence.SessionTimeout.Duration, log.With("component", "sessions"))
+	l.sessions = presence.NewSessions(l.engine, cfg.Presence.SessionTimeout.Duration, log)
 	return l, nil
 }
 
@@ -113,7 +113,7 @@ func (l *lendingParts) run(ctx context.Context) func() {
 		for i, r := range l.cfg.Resources {
 			ids[i] = r.ID
 		}
-		fs := gpu.NewFileSource(l.engine, p, gpu.FileOptions{Resources: ids, Log: l.log.With("component", "pressure-file")})
+		fs := gpu.NewFileSource(l.engine, p, gpu.FileOptions{Resources: ids, Log: l.log})
 		start(lending.SourcePressureFile, fs.Run)
 	}
 	return func() { cancel(); sources.Wait(); <-done }
@@ -144,14 +144,14 @@ func (l *lendingParts) startPresence(start func(string, func(context.Context) er
 			start("sessions", l.sessions.Run)
 		case config.SourceInputDevices:
 			if runtime.GOOS == "darwin" {
-				h := &presence.HIDIdle{Log: l.log.With("component", "hid-idle")}
+				h := &presence.HIDIdle{Log: l.log}
 				start(lending.SourceHIDIdle, func(ctx context.Context) error { return h.Run(ctx, sink) })
 				continue
 			}
-			d := &presence.InputDevices{Glob: l.cfg.Presence.InputDevices, Log: l.log.With("component", "input-devices")}
+			d := &presence.InputDevices{Glob: l.cfg.Presence.InputDevices, Log: l.log}
 			start(lending.SourceInputDevices, func(ctx context.Context) error { return d.Run(ctx, sink) })
 		case config.SourcePrograms:
-			p := &presence.Programs{Names: l.cfg.Presence.Programs, Log: l.log.With("component", "programs")}
+			p := &presence.Programs{Names: l.cfg.Presence.Programs, Log: l.log}
 			start(lending.SourcePrograms, func(ctx context.Context) error { return p.Run(ctx, sink) })
 		}
 	}
