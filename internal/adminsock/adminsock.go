@@ -311,8 +311,7 @@ func (s *Server) State() State {
 	return s.state
 }
 
-func (s *Server) set(st State) {
-	st.Path = s.opts.Path
+func (s *Server) setState(st State) {
 	s.mu.Lock()
 	changed := st != s.state
 	s.state = st
@@ -328,23 +327,48 @@ func (s *Server) Run(ctx context.Context) error {
 	if runtime.GOOS == "windows" {
 		return s.RunPipe(ctx)
 	}
+	return s.serveLoop(ctx, "admin socket", s.opts.Path, func(o Options) (serving, error) {
+		l, err := listen(o) // o has its defaults already
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	})
+}
+
+// serving is a listening admin channel: the socket's Listener or the pipe's.
+type serving interface {
+	Serve(ctx context.Context, h Handler) error
+	Close() error
+}
+
+// serveLoop keeps a channel up: it listens, serves until the listener
+// fails, and retries with capped backoff, reporting the channel's state at
+// each change. name ("admin socket") and where (its path) label the logs
+// and the state. It returns nil when ctx ends, and ErrNotSupported where
+// the platform has no such channel.
+func (s *Server) serveLoop(ctx context.Context, name, where string, listen func(Options) (serving, error)) error {
+	set := func(st State) {
+		st.Path = where
+		s.setState(st)
+	}
 	delay := s.opts.RetryMin
 	for {
-		l, err := listen(s.opts) // s.opts has its defaults already
+		l, err := listen(s.opts)
 		if errors.Is(err, ErrNotSupported) {
-			s.set(State{State: StateUnavailable, Reason: err.Error()})
+			set(State{State: StateUnavailable, Reason: err.Error()})
 			return err
 		}
 		if err == nil {
-			s.opts.Log.Info("admin socket listening", "path", s.opts.Path, "admin_group", s.opts.AdminGroup)
-			s.set(State{State: StateAvailable})
+			s.opts.Log.Info(name+" listening", "path", where, "admin_group", s.opts.AdminGroup)
+			set(State{State: StateAvailable})
 			delay = s.opts.RetryMin
 			err = l.Serve(ctx, s.h)
 			if cerr := l.Close(); cerr != nil {
-				s.opts.Log.Warn("admin socket cleanup", "err", cerr)
+				s.opts.Log.Warn(name+" cleanup", "err", cerr)
 			}
 			if ctx.Err() != nil {
-				s.set(State{State: StateUnavailable, Reason: "the service is stopping"})
+				set(State{State: StateUnavailable, Reason: "the service is stopping"})
 				return nil
 			}
 			if err == nil {
@@ -354,8 +378,8 @@ func (s *Server) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.opts.Log.Warn("admin socket unavailable; retrying", "path", s.opts.Path, "err", err, "in", delay)
-		s.set(State{State: StateUnavailable, Reason: err.Error()})
+		s.opts.Log.Warn(name+" unavailable; retrying", "path", where, "err", err, "in", delay)
+		set(State{State: StateUnavailable, Reason: err.Error()})
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():

@@ -170,10 +170,7 @@ func (l *PipeListener) serveConn(ctx context.Context, c net.Conn, h Handler) {
 }
 
 // pipeServing is what RunPipe needs of a listener; tests substitute it.
-type pipeServing interface {
-	Serve(ctx context.Context, h Handler) error
-	Close() error
-}
+type pipeServing = serving
 
 // RunPipe is Run for the Windows admin pipe: it creates the pipe, serves it
 // until ctx ends, and when the pipe cannot be created (its name is taken,
@@ -192,56 +189,10 @@ func (s *Server) RunPipe(ctx context.Context) error {
 }
 
 func (s *Server) runPipe(ctx context.Context, listen func(Options) (pipeServing, error)) error {
-	delay := s.opts.RetryMin
-	for {
-		l, err := listen(s.opts)
-		if errors.Is(err, ErrNotSupported) {
-			s.setPipe(State{State: StateUnavailable, Reason: err.Error()})
-			return err
-		}
-		if err == nil {
-			s.opts.Log.Info("admin pipe listening", "pipe", PipeName)
-			s.setPipe(State{State: StateAvailable})
-			delay = s.opts.RetryMin
-			err = l.Serve(ctx, s.h)
-			if cerr := l.Close(); cerr != nil {
-				s.opts.Log.Warn("admin pipe cleanup", "err", cerr)
-			}
-			if ctx.Err() != nil {
-				s.setPipe(State{State: StateUnavailable, Reason: "the service is stopping"})
-				return nil
-			}
-			if err == nil {
-				err = errors.New("the listener closed")
-			}
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.opts.Log.Warn("admin pipe unavailable; retrying", "pipe", PipeName, "err", err, "in", delay)
-		s.setPipe(State{State: StateUnavailable, Reason: err.Error()})
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		delay = min(2*delay, s.opts.RetryMax)
-	}
+	return s.serveLoop(ctx, "admin pipe", PipeName, func(o Options) (serving, error) { return listen(o) })
 }
 
 // setPipe is set with the pipe's name as the channel's path.
-func (s *Server) setPipe(st State) {
-	st.Path = PipeName
-	s.mu.Lock()
-	changed := st != s.state
-	s.state = st
-	s.mu.Unlock()
-	if changed && s.opts.OnState != nil {
-		s.opts.OnState(st)
-	}
-}
 
 // PipeConn is a connection to an admin pipe DialPipe checked.
 type PipeConn struct {
