@@ -270,3 +270,43 @@ func TestUpdateAppliesToNewRequests(t *testing.T) {
 		t.Fatal("Update accepted a new upstream id")
 	}
 }
+
+// A reclaim that cancels a request before the upstream has answered gives
+// the borrower a 503 naming the reclaim, in the upstream's own shape, not
+// an empty answer.
+func TestReclaimBeforeTheAnswerStarts(t *testing.T) {
+	fake := fakeupstream.StartOllama(t, fakeupstream.WithTokens(4))
+	e := startGate(t, gateConfig{kind: config.KindOllama, target: fake.URL, retryAfter: 9 * time.Second})
+	release := fake.Hold()
+	defer release()
+	got := make(chan result, 1)
+	go func() {
+		got <- e.do(t, req{method: "POST", path: "/api/generate", token: aliceToken, body: []byte(`{"model":"llama3.2","prompt":"hi","stream":false}`)})
+	}()
+	if err := fake.WaitRequests(waitCtx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.Switches.Pause(lendingPauser)
+	res := <-got
+	if res.status != http.StatusServiceUnavailable || res.header.Get("Retry-After") != "9" {
+		t.Fatalf("reclaimed before the answer: %d Retry-After %q %s", res.status, res.header.Get("Retry-After"), res.body)
+	}
+	if msg := errorMessage(t, config.KindOllama, res.body, "reclaiming"); !strings.Contains(msg, "reclaimed") {
+		t.Fatalf("message %q", msg)
+	}
+	e.waitCounter(t, gate.OutcomeReclaimed, 1)
+}
+
+// Work admitted and then refused by ComfyUI ownership rules does not stay
+// registered as running.
+func TestRefusedAfterAdmissionLeavesNoWork(t *testing.T) {
+	fake := fakeupstream.StartComfyUI(t, fakeupstream.WithTokens(1))
+	e := startGate(t, gateConfig{kind: config.KindComfyUI, target: fake.URL})
+	res := e.do(t, req{method: "POST", path: "/prompt", token: aliceToken, body: []byte(`{"prompt": {}, "client_id": 7}`)})
+	if res.status != http.StatusBadRequest {
+		t.Fatalf("bad client_id: %d %s", res.status, res.body)
+	}
+	if w := e.Engine.Status().Work; len(w) != 0 {
+		t.Fatalf("work left registered: %+v", w)
+	}
+}

@@ -239,6 +239,9 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.owners != nil {
 		var ref *refusal
 		if out, ref = g.owners.prepare(r, d, borrowerKey(principal), out, st); ref != nil {
+			if work != nil {
+				work.End() // admitted, then refused: nothing runs
+			}
 			g.refuse(w, r, p, ref)
 			return
 		}
@@ -349,6 +352,14 @@ func (g *Gate) modifyResponse(resp *http.Response) error {
 
 func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	st := r.Context().Value(ctxKey{}).(*reqState)
+	if st.work != nil && reclaimed(st.work) {
+		// A reclaim cancelled the request before the upstream answered:
+		// the borrower learns why, in the upstream's shape, and may retry.
+		w.Header().Set("Retry-After", st.pol.retryAfter)
+		g.write(w, st.pol, r.URL.Path, http.StatusServiceUnavailable, string(lending.ReasonReclaiming),
+			"the GPU's owner took it back before the answer started; retry later (reclaimed)")
+		return
+	}
 	if r.Context().Err() != nil {
 		st.outcome = OutcomeClientGone
 		return
