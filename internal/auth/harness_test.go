@@ -2,10 +2,10 @@ package auth
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vacancyd/vacancyd/internal/testutil/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -24,6 +24,9 @@ import (
 	"github.com/vacancyd/vacancyd/internal/config"
 	"github.com/vacancyd/vacancyd/internal/httperr"
 )
+
+// syncBuffer is a log sink safe for concurrent handlers.
+type syncBuffer = syncbuf.Buffer
 
 // Test tokens. The values are only ever sent in requests; tests assert that no
 // log line and no answer contains them.
@@ -53,24 +56,6 @@ func withTokens() config.Auth {
 
 // noTokens is the embedded default's posture: loopback trusted, no token.
 func noTokens() config.Auth { return config.Auth{TrustLoopback: true} }
-
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // newTestAuth builds an Authenticator on a fresh registry with a captured log.
 func newTestAuth(t testing.TB, cfg config.Auth, goos string) (*Authenticator, *syncBuffer, *prometheus.Registry) {

@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vacancyd/vacancyd/internal/testutil/syncbuf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +19,9 @@ import (
 	"github.com/vacancyd/vacancyd/internal/presence/desktop/desktoptest"
 	"github.com/vacancyd/vacancyd/internal/testutil/proc"
 )
+
+// syncBuffer is a buffer a child process writes while the test reads it.
+type syncBuffer = syncbuf.Buffer
 
 // presenceCall is one report_presence the service received.
 type presenceCall struct {
@@ -62,24 +65,6 @@ func (r *presenceRecorder) waitFor(t *testing.T, from int, what string, match fu
 			t.Fatalf("no %s; reports: %+v\nreporter's log:\n%s", what, calls, logs())
 		}
 	}
-}
-
-// syncBuffer is a buffer a child process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // The real binary, in a desktop session whose bus carries GNOME Mutter's

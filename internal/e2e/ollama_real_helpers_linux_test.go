@@ -72,7 +72,7 @@ func (e *roEnv) assertCutByGate(t *testing.T, tap *realollama.Tap, marker, path,
 				through++
 			}
 		}
-		return realollama.Count(e.ollama.Log.Requests(), http.MethodPost, path) >= through
+		return realollama.Count(realollama.Requests(e.ollama.Log.String()), http.MethodPost, path) >= through
 	})
 }
 

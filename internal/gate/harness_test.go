@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vacancyd/vacancyd/internal/testutil/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -24,6 +25,9 @@ import (
 	"github.com/vacancyd/vacancyd/internal/gate"
 	"github.com/vacancyd/vacancyd/internal/lending"
 )
+
+// syncBuffer is a log sink safe for concurrent handlers.
+type syncBuffer = syncbuf.Buffer
 
 // Test secrets. Tests assert that the borrow tokens never reach an upstream
 // and that the upstream secret never reaches a borrower or a log line.
@@ -59,24 +63,6 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // testLimits are small, so that limit tests run quickly; the timeouts are

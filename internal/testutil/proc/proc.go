@@ -5,9 +5,9 @@
 package proc
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"github.com/vacancyd/vacancyd/internal/testutil/syncbuf"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 )
+
+// Log is a goroutine-safe buffer holding the daemon's stderr.
+type Log = syncbuf.Buffer
 
 var (
 	buildOnce sync.Once
@@ -63,25 +66,6 @@ func FreePort(t testing.TB, host string) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// Log is a goroutine-safe buffer holding the daemon's stderr.
-type Log struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *Log) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String returns everything logged so far.
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // Daemon is a running vacancyd.

@@ -3,54 +3,19 @@
 package realollama
 
 import (
-	"bytes"
+	"github.com/vacancyd/vacancyd/internal/testutil/syncbuf"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // Log is Ollama's combined stdout and stderr: its own slog lines, the
 // runner's llama.cpp output, and gin's request lines. It is safe for
-// concurrent use.
-type Log struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// concurrent use; Mark and Since read what came after a point.
+type Log = syncbuf.Buffer
 
-func (l *Log) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String returns everything logged so far.
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// Mark is a position in the log; Since returns what was logged after it.
-type Mark int
-
-// Mark returns the current end of the log.
-func (l *Log) Mark() Mark {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return Mark(l.buf.Len())
-}
-
-// Since returns the text logged after m.
-func (l *Log) Since(m Mark) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.buf.Bytes()
-	if int(m) > len(b) {
-		return ""
-	}
-	return string(b[m:])
-}
+// Mark is a position in the log.
+type Mark = syncbuf.Mark
 
 // Request is one request line of Ollama's HTTP router, written when the
 // handler returns, e.g.
@@ -81,7 +46,6 @@ func Requests(text string) []Request {
 }
 
 // Requests parses every request line logged so far.
-func (l *Log) Requests() []Request { return Requests(l.String()) }
 
 // Count returns how many requests in rs had method and path.
 func Count(rs []Request, method, path string) int {

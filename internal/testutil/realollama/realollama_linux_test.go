@@ -68,7 +68,7 @@ func TestServerRunsTheTinyModel(t *testing.T) {
 	if strings.TrimSpace(text) == "" || strings.ContainsAny(text, "\ufffd") {
 		t.Fatalf("generated %q, want plain text", text)
 	}
-	if n := Count(s.Log.Requests(), "POST", "/api/generate"); n != 1 {
+	if n := Count(Requests(s.Log.String()), "POST", "/api/generate"); n != 1 {
 		t.Fatalf("%d generate lines in Ollama's log", n)
 	}
 	if got := s.Loaded(t); len(got) != 1 || got[0].Name != "tiny:latest" {
