@@ -157,6 +157,11 @@ type Lending struct {
 	// UnloadTimeout bounds cancel and unload calls during a reclaim; work whose end
 	// is not confirmed by then is held.
 	UnloadTimeout Duration `toml:"unload_timeout" json:"unload_timeout"`
+	// ResumeAfter keeps a resource from being lent again for this long after
+	// a reclaim finished, so that a flickering input (a short GPU spike, a
+	// brief return to the desk) does not make lending flap. Zero: lending
+	// returns as soon as every input allows it.
+	ResumeAfter Duration `toml:"resume_after" json:"resume_after"`
 	// Windows, when any are set, restrict lending to those times.
 	Windows []Window `toml:"window" json:"window"`
 }
@@ -233,6 +238,7 @@ func Defaults() Config {
 			ReclaimGrace:  D(5 * time.Second),
 			RetryAfter:    D(30 * time.Second),
 			UnloadTimeout: D(10 * time.Second),
+			ResumeAfter:   D(0),
 		},
 		Presence: Presence{
 			Sources:               []string{SourceSession, SourceInputDevices},

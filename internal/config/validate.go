@@ -365,6 +365,7 @@ func (c *Config) validateLending(ps *Problems) {
 	nonNegativeDuration(ps, "lending.reclaim_grace", l.ReclaimGrace)
 	positiveDuration(ps, "lending.retry_after", l.RetryAfter)
 	positiveDuration(ps, "lending.unload_timeout", l.UnloadTimeout)
+	nonNegativeDuration(ps, "lending.resume_after", l.ResumeAfter)
 	for i, w := range l.Windows {
 		key := fmt.Sprintf("lending.window[%d]", i)
 		if len(w.Days) == 0 {

@@ -74,6 +74,7 @@ type Engine struct {
 	sources    map[string]*SourceState
 	reclaiming map[string]bool
 	lastRec    map[string]reclaimRecord
+	holdUntil  map[string]time.Time // resume_after after each reclaim
 }
 
 // Status is the engine's state for /status.
@@ -141,6 +142,7 @@ func NewEngine(o EngineOptions) *Engine {
 		sources:     map[string]*SourceState{},
 		reclaiming:  map[string]bool{},
 		lastRec:     map[string]reclaimRecord{},
+		holdUntil:   map[string]time.Time{},
 	}
 	e.reg.now = o.Now
 	if o.Metrics != nil {
@@ -318,6 +320,9 @@ func (e *Engine) Run(ctx context.Context) {
 		case rec := <-e.reclaimDone:
 			e.reclaiming[rec.Resource] = false
 			e.lastRec[rec.Resource] = rec
+			if e.policy.ResumeAfter > 0 {
+				e.holdUntil[rec.Resource] = e.now().Add(e.policy.ResumeAfter)
+			}
 		case <-ctx.Done():
 			return
 		}
@@ -336,8 +341,14 @@ func (e *Engine) recompute() time.Time {
 	presence, next := FoldPresence(now, e.policy.IdleAfter, sources)
 	pressure := FoldPressure(e.opts.Resources, e.policy.RequiredPressure, sources)
 	sw := e.opts.Switches.State()
-	sit := Situation{Now: now, LendingEnabled: sw.LendingEnabled, Enabled: sw.Resources, Presence: presence, Pressure: pressure, Reclaiming: e.reclaiming}
+	sit := Situation{Now: now, LendingEnabled: sw.LendingEnabled, Enabled: sw.Resources, Presence: presence, Pressure: pressure,
+		Reclaiming: e.reclaiming, HoldUntil: e.holdUntil}
 	verdicts := Evaluate(e.policy, sit)
+	for _, t := range e.holdUntil {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
 	if len(e.policy.Windows) > 0 {
 		minute := now.Truncate(time.Minute).Add(time.Minute)
 		if next.IsZero() || minute.Before(next) {

@@ -259,3 +259,18 @@ func TestEngineConfirmsVRAMFreed(t *testing.T) {
 		t.Fatalf("VRAM confirmation: %+v", lr)
 	}
 }
+
+// With resume_after, a resource reclaimed for a moment is not lent again
+// until the hold has passed, even though every input allows it at once.
+func TestEngineResumeAfterHoldsThenLends(t *testing.T) {
+	p := Policy{PresenceSources: false, CancelTimeout: time.Second, ResumeAfter: 2 * time.Second}
+	e, sw, _ := startEngine(t, p, &recordingReclaimer{})
+	eventually(t, "lending", func() bool { return lendable(e) })
+	sw.Pause(Pauser{})
+	eventually(t, "the reclaim record", func() bool { return e.Status().Resources["gpu0"].LastReclaim != nil })
+	sw.Resume()
+	// Without the hold, the verdict would go straight from lending_paused
+	// to lendable.
+	eventually(t, "the resume_after hold", func() bool { _, why := e.Admit("gpu0"); return why == ReasonReclaiming })
+	eventually(t, "lending after resume_after", func() bool { return lendable(e) })
+}

@@ -154,12 +154,16 @@ type Situation struct {
 	Presence   PresenceState
 	Pressure   map[string]PressureState
 	Reclaiming map[string]bool
+	// HoldUntil is, per resource, when the resume_after hold after its last
+	// reclaim ends.
+	HoldUntil map[string]time.Time
 }
 
 // Evaluate is the pure transition function: the verdict for every resource.
 // The first reason that applies wins, in this order: lending_paused,
 // resource_disabled, outside_window, owner_present, presence_unknown,
-// gpu_pressure, reclaiming.
+// gpu_pressure, reclaiming (a reclaim running, or the resume_after hold
+// after one).
 func Evaluate(p Policy, s Situation) map[string]Verdict {
 	out := make(map[string]Verdict, len(s.Enabled))
 	inWindow := p.inWindows(s.Now)
@@ -178,7 +182,7 @@ func Evaluate(p Policy, s Situation) map[string]Verdict {
 			why = ReasonPresenceUnknown
 		case s.Pressure[id].Active:
 			why = ReasonGPUPressure
-		case s.Reclaiming[id]:
+		case s.Reclaiming[id] || s.Now.Before(s.HoldUntil[id]):
 			why = ReasonReclaiming
 		}
 		out[id] = Verdict{Lendable: why == ReasonNone, Reason: why}

@@ -174,3 +174,19 @@ func TestHysteresis(t *testing.T) {
 		t.Fatalf("new input did not end lending: %+v", v)
 	}
 }
+
+// resume_after: after a reclaim, the resource stays unlent until the hold
+// ends, then lends with nothing else changed.
+func TestResumeAfterHold(t *testing.T) {
+	p := Policy{PresenceSources: false}
+	sit := func(now time.Time) Situation {
+		return Situation{Now: now, LendingEnabled: true, Enabled: map[string]bool{"gpu0": true},
+			HoldUntil: map[string]time.Time{"gpu0": t0.Add(time.Minute)}}
+	}
+	if v := Evaluate(p, sit(t0.Add(59*time.Second)))["gpu0"]; v.Lendable || v.Reason != ReasonReclaiming {
+		t.Fatalf("inside the hold: %+v", v)
+	}
+	if v := Evaluate(p, sit(t0.Add(time.Minute)))["gpu0"]; !v.Lendable {
+		t.Fatalf("after the hold: %+v", v)
+	}
+}

@@ -30,6 +30,9 @@ type Policy struct {
 	// CancelTimeout bounds waiting for cancelled work and unloads; work not
 	// confirmed ended by then is held.
 	CancelTimeout time.Duration
+	// ResumeAfter holds a resource (reclaiming) for this long after its
+	// reclaim finished.
+	ResumeAfter time.Duration
 }
 
 // PolicyFrom builds the engine policy from a validated config.
@@ -41,6 +44,7 @@ func PolicyFrom(cfg *config.Config) Policy {
 		Location:        time.Local,
 		ReclaimGrace:    cfg.Lending.ReclaimGrace.Duration,
 		CancelTimeout:   cfg.Lending.UnloadTimeout.Duration,
+		ResumeAfter:     cfg.Lending.ResumeAfter.Duration,
 	}
 	if cfg.Presence.GPUPressureFile != "" {
 		p.RequiredPressure = append(p.RequiredPressure, SourcePressureFile)
