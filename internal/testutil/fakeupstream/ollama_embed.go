@@ -5,7 +5,6 @@ package fakeupstream
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -55,9 +54,8 @@ func (o *Ollama) embed(w http.ResponseWriter, r *http.Request) {
 	if !bindJSON(w, r, &req) {
 		return
 	}
-	ka, err := parseKeepAlive(req.KeepAlive)
-	if err != nil {
-		ollamaError(w, http.StatusBadRequest, err.Error())
+	ka, ok := keepAliveOf(w, req.KeepAlive)
+	if !ok {
 		return
 	}
 	input, ok := embedInputs(req.Input)
@@ -65,9 +63,8 @@ func (o *Ollama) embed(w http.ResponseWriter, r *http.Request) {
 		ollamaError(w, http.StatusBadRequest, "invalid input type")
 		return
 	}
-	m, ok := o.model(req.Model)
+	m, ok := o.knownModel(w, req.Model)
 	if !ok {
-		ollamaError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found", req.Model))
 		return
 	}
 	o.acquire(m.name, ka)
@@ -95,18 +92,16 @@ func (o *Ollama) embeddings(w http.ResponseWriter, r *http.Request) {
 	if !bindJSON(w, r, &req) {
 		return
 	}
-	ka, err := parseKeepAlive(req.KeepAlive)
-	if err != nil {
-		ollamaError(w, http.StatusBadRequest, err.Error())
+	ka, ok := keepAliveOf(w, req.KeepAlive)
+	if !ok {
 		return
 	}
 	if strings.TrimSpace(req.Model) == "" {
 		ollamaError(w, http.StatusBadRequest, "model is required")
 		return
 	}
-	m, ok := o.model(req.Model)
+	m, ok := o.knownModel(w, req.Model)
 	if !ok {
-		ollamaError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found", req.Model))
 		return
 	}
 	o.acquire(m.name, ka)

@@ -86,14 +86,12 @@ func (o *Ollama) generate(w http.ResponseWriter, r *http.Request) {
 	if !bindJSON(w, r, &req) {
 		return
 	}
-	ka, err := parseKeepAlive(req.KeepAlive)
-	if err != nil {
-		ollamaError(w, http.StatusBadRequest, err.Error())
+	ka, ok := keepAliveOf(w, req.KeepAlive)
+	if !ok {
 		return
 	}
-	m, ok := o.model(req.Model)
+	m, ok := o.knownModel(w, req.Model)
 	if !ok {
-		ollamaError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found", req.Model))
 		return
 	}
 	if req.Prompt == "" && ka.set && !ka.forever && ka.d == 0 {
@@ -123,7 +121,17 @@ func (o *Ollama) generate(w http.ResponseWriter, r *http.Request) {
 		}
 		return g
 	}
-	if req.Stream != nil && !*req.Stream {
+	o.answer(w, r, req.Stream, n, func(text string) any { return final(text) }, func(i int) any {
+		return generateResponse{Model: req.Model, CreatedAt: nowUTC(), Response: Token(i)}
+	})
+}
+
+// answer sends n generated tokens as Ollama does: one NDJSON object per
+// token and then final("") when streaming (the default), or final(all the
+// text) as one JSON object when stream is false. Either way the tokens are
+// paced (and held) like a real generation.
+func (o *Ollama) answer(w http.ResponseWriter, r *http.Request, stream *bool, n int, final func(text string) any, chunk func(i int) any) {
+	if stream != nil && !*stream {
 		for i := 0; i < n; i++ {
 			if !o.pace(r, i) {
 				return
@@ -138,7 +146,7 @@ func (o *Ollama) generate(w http.ResponseWriter, r *http.Request) {
 		if !o.pace(r, i) {
 			return
 		}
-		if !writeNDJSON(w, r, generateResponse{Model: req.Model, CreatedAt: nowUTC(), Response: Token(i)}) {
+		if !writeNDJSON(w, r, chunk(i)) {
 			return
 		}
 	}
@@ -164,18 +172,16 @@ func (o *Ollama) chat(w http.ResponseWriter, r *http.Request) {
 	if !bindJSON(w, r, &req) {
 		return
 	}
-	ka, err := parseKeepAlive(req.KeepAlive)
-	if err != nil {
-		ollamaError(w, http.StatusBadRequest, err.Error())
+	ka, ok := keepAliveOf(w, req.KeepAlive)
+	if !ok {
 		return
 	}
 	if strings.TrimSpace(req.Model) == "" {
 		ollamaError(w, http.StatusBadRequest, "model is required")
 		return
 	}
-	m, ok := o.model(req.Model)
+	m, ok := o.knownModel(w, req.Model)
 	if !ok {
-		ollamaError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found", req.Model))
 		return
 	}
 	if len(req.Messages) == 0 && ka.set && !ka.forever && ka.d == 0 {
@@ -204,24 +210,7 @@ func (o *Ollama) chat(w http.ResponseWriter, r *http.Request) {
 		return chatResponse{Model: req.Model, CreatedAt: nowUTC(), Message: ollamaMessage{Role: "assistant", Content: text},
 			Done: true, DoneReason: doneReason(cut), ollamaMetrics: fakeMetrics(countWords(texts...), n)}
 	}
-	if req.Stream != nil && !*req.Stream {
-		for i := 0; i < n; i++ {
-			if !o.pace(r, i) {
-				return
-			}
-		}
-		writeJSON(w, http.StatusOK, ctJSON, final(Text(n)))
-		return
-	}
-	w.Header().Set("Content-Type", ctNDJSON)
-	w.WriteHeader(http.StatusOK)
-	for i := 0; i < n; i++ {
-		if !o.pace(r, i) {
-			return
-		}
-		if !writeNDJSON(w, r, chatResponse{Model: req.Model, CreatedAt: nowUTC(), Message: ollamaMessage{Role: "assistant", Content: Token(i)}}) {
-			return
-		}
-	}
-	writeNDJSON(w, r, final(""))
+	o.answer(w, r, req.Stream, n, func(text string) any { return final(text) }, func(i int) any {
+		return chatResponse{Model: req.Model, CreatedAt: nowUTC(), Message: ollamaMessage{Role: "assistant", Content: Token(i)}}
+	})
 }

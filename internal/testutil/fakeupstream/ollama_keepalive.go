@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"reflect"
 	"time"
 )
@@ -129,4 +130,25 @@ func (o *Ollama) expireLocked() {
 			delete(o.loaded, n)
 		}
 	}
+}
+
+// keepAliveOf reads a request's keep_alive, answering Ollama's 400 when it
+// is malformed; ok is false when an answer was written.
+func keepAliveOf(w http.ResponseWriter, raw json.RawMessage) (keepAlive, bool) {
+	ka, err := parseKeepAlive(raw)
+	if err != nil {
+		ollamaError(w, http.StatusBadRequest, err.Error())
+		return keepAlive{}, false
+	}
+	return ka, true
+}
+
+// knownModel finds a model, answering Ollama's 404 when there is none; ok
+// is false when an answer was written.
+func (o *Ollama) knownModel(w http.ResponseWriter, name string) (*ollamaModel, bool) {
+	m, ok := o.model(name)
+	if !ok {
+		ollamaError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found", name))
+	}
+	return m, ok
 }
