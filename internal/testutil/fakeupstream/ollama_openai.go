@@ -155,13 +155,12 @@ func (o *Ollama) v1Chat(w http.ResponseWriter, r *http.Request) {
 		}
 		texts = append(texts, t)
 	}
-	m, ok := o.model(req.Model)
+	if strings.TrimSpace(req.Model) == "" {
+		ollamaV1Error(w, http.StatusBadRequest, true, "model is required")
+		return
+	}
+	m, ok := o.v1KnownModel(w, req.Model)
 	if !ok {
-		if strings.TrimSpace(req.Model) == "" {
-			ollamaV1Error(w, http.StatusBadRequest, true, "model is required")
-			return
-		}
-		ollamaV1Error(w, http.StatusNotFound, true, fmt.Sprintf("model '%s' not found", req.Model))
 		return
 	}
 	if m.embed {
@@ -170,11 +169,7 @@ func (o *Ollama) v1Chat(w http.ResponseWriter, r *http.Request) {
 	}
 	o.acquire(m.name, keepAlive{})
 	defer o.release(m.name)
-	limit := 0
-	if req.MaxTokens != nil {
-		limit = *req.MaxTokens
-	}
-	n, cut := o.genCount(limit)
+	n, cut := o.genCount(deref(req.MaxTokens))
 	reason := doneReason(cut)
 	id := fmt.Sprintf("chatcmpl-%d", rand.IntN(999))
 	usage := oaiUsage{PromptTokens: countWords(texts...), CompletionTokens: n, TotalTokens: countWords(texts...) + n}
@@ -229,9 +224,8 @@ func (o *Ollama) v1Completions(w http.ResponseWriter, r *http.Request) {
 	if !v1Bind(w, r, &req) {
 		return
 	}
-	m, ok := o.model(req.Model)
+	m, ok := o.v1KnownModel(w, req.Model)
 	if !ok {
-		ollamaV1Error(w, http.StatusNotFound, true, fmt.Sprintf("model '%s' not found", req.Model))
 		return
 	}
 	if m.embed {
@@ -240,11 +234,7 @@ func (o *Ollama) v1Completions(w http.ResponseWriter, r *http.Request) {
 	}
 	o.acquire(m.name, keepAlive{})
 	defer o.release(m.name)
-	limit := 0
-	if req.MaxTokens != nil {
-		limit = *req.MaxTokens
-	}
-	n, cut := o.genCount(limit)
+	n, cut := o.genCount(deref(req.MaxTokens))
 	reason := doneReason(cut)
 	id := fmt.Sprintf("cmpl-%d", rand.IntN(999))
 	usage := oaiUsage{PromptTokens: countWords(req.Prompt), CompletionTokens: n, TotalTokens: countWords(req.Prompt) + n}
@@ -320,9 +310,8 @@ func (o *Ollama) v1Embeddings(w http.ResponseWriter, r *http.Request) {
 		ollamaV1Error(w, http.StatusBadRequest, false, "invalid input")
 		return
 	}
-	m, ok := o.model(req.Model)
+	m, ok := o.v1KnownModel(w, req.Model)
 	if !ok {
-		ollamaV1Error(w, http.StatusNotFound, true, fmt.Sprintf("model '%s' not found", req.Model))
 		return
 	}
 	o.acquire(m.name, keepAlive{})
@@ -381,10 +370,28 @@ func (o *Ollama) v1Models(w http.ResponseWriter, r *http.Request) {
 
 func (o *Ollama) v1Model(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("model")
-	m, ok := o.model(name)
+	m, ok := o.v1KnownModel(w, name)
 	if !ok {
-		ollamaV1Error(w, http.StatusNotFound, true, fmt.Sprintf("model '%s' not found", name))
 		return
 	}
 	writeJSON(w, http.StatusOK, "application/json", ollamaV1Model{ID: name, Object: "model", Created: m.modified.Unix(), OwnedBy: ownedBy(name)})
+}
+
+// v1KnownModel finds a model, answering the /v1 routes' 404 when there is none;
+// ok is false when an answer was written.
+func (o *Ollama) v1KnownModel(w http.ResponseWriter, name string) (*ollamaModel, bool) {
+	m, ok := o.model(name)
+	if !ok {
+		ollamaV1Error(w, http.StatusNotFound, true, fmt.Sprintf("model '%s' not found", name))
+	}
+	return m, ok
+}
+
+// deref is *p, or zero for nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
