@@ -261,16 +261,11 @@ func (e *Engine) ReportPressure(source string, p Pressure) {
 	})
 }
 
-// SetReady implements Sink. An input-devices source that becomes ready
-// without having seen input counts its start as the last input, so lending
-// waits idle_after from then rather than starting at once.
+// SetReady implements Sink.
 func (e *Engine) SetReady(source string, ready bool, reason string) {
 	e.send(func() {
 		s := e.source(source)
 		s.Ready, s.Reason = ready, reason
-		if ready && source == SourceInputDevices && s.Activity == nil {
-			s.Activity = &Activity{LastInput: e.now()}
-		}
 	})
 }
 

@@ -205,16 +205,6 @@ func TestEngineRequiredPressureFailsClosed(t *testing.T) {
 	eventually(t, "nvml pressure", func() bool { _, r := e.Admit("gpu0"); return r == ReasonGPUPressure })
 }
 
-// An input-devices source that becomes ready without input counts its start
-// as the last input: lending waits idle_after from then.
-func TestEngineInputDevicesStartCountsAsInput(t *testing.T) {
-	p := Policy{IdleAfter: 150 * time.Millisecond, PresenceSources: true}
-	e, _, _ := startEngine(t, p, &recordingReclaimer{})
-	e.SetReady(SourceInputDevices, true, "")
-	eventually(t, "owner_present right after start", func() bool { _, r := e.Admit("gpu0"); return r == ReasonOwnerPresent })
-	eventually(t, "lending after idle_after", func() bool { return lendable(e) })
-}
-
 type fakeVRAM struct {
 	mu    sync.Mutex
 	bytes uint64

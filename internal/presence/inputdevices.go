@@ -277,6 +277,12 @@ func (w *inputWatch) updateReady() {
 	}
 	w.ready, w.reason = &ready, reason
 	w.sink.SetReady(SourceInputDevices, ready, reason)
+	if ready && w.lastInput.CompareAndSwap(0, time.Now().UnixNano()) {
+		// No input seen yet: the watcher's start counts as the owner's
+		// last input, so lending waits a full idle_after from now rather
+		// than starting the moment the devices open.
+		w.report()
+	}
 	if ready {
 		w.log.Info("input devices readable", "devices", len(w.open))
 	} else {

@@ -120,6 +120,7 @@ func TestInputDevicesReportInput(t *testing.T) {
 	dev := newFakeDevice(t, dir, "event0")
 	sink := startInputDevices(t, &InputDevices{Glob: filepath.Join(dir, "event*"), Rescan: 20 * time.Millisecond})
 	_, next := sink.waitFor(t, 0, "ready", isReady(SourceInputDevices, true))
+	_, next = sink.waitFor(t, next, "the start counted as input", isActivity(SourceInputDevices))
 
 	// Not input: a misc scan code and a sync report, read and ignored.
 	now := time.Now()
@@ -145,6 +146,21 @@ func TestInputDevicesReportInput(t *testing.T) {
 	c2, _ := sink.waitFor(t, next, "a report of the split record", isActivity(SourceInputDevices))
 	if !c2.activity.LastInput.After(c.activity.LastInput) || c2.activity.LastInput.Before(mid) {
 		t.Fatalf("split record's report %v does not follow the first %v", c2, c)
+	}
+}
+
+// A watcher that becomes ready before any input counts its start as the
+// owner's last input: lending then waits a full idle_after from the start
+// instead of beginning the moment the devices open.
+func TestInputDevicesStartCountsAsInput(t *testing.T) {
+	dir := t.TempDir()
+	newFakeDevice(t, dir, "event0")
+	start := time.Now()
+	sink := startInputDevices(t, &InputDevices{Glob: filepath.Join(dir, "event*"), Rescan: 20 * time.Millisecond})
+	_, next := sink.waitFor(t, 0, "ready", isReady(SourceInputDevices, true))
+	c, _ := sink.waitFor(t, next, "the start counted as input", isActivity(SourceInputDevices))
+	if c.activity.LastInput.Before(start) || c.activity.LastInput.After(time.Now()) {
+		t.Fatalf("start report's last input %v, want the watcher's start (after %v)", c.activity.LastInput, start)
 	}
 }
 
